@@ -1,0 +1,143 @@
+"""Binary key codec. Every key is big-endian so that byte order is the order we scan in.
+
+Names (topics, groups) match ``^[%|a-zA-Z0-9_-]{1,127}$`` and msg ids match
+``^[A-Za-z0-9._:-]{1,128}$``: neither can hold 0x00, which is therefore the separator.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+SEP = b"\x00"
+_U64 = struct.Struct(">Q")
+_U64_MAX = 2**64 - 1
+
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+INVISIBLE_PREFIX = "%INVISIBLE%"
+RESERVED_PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, INVISIBLE_PREFIX)
+
+
+def u64(value: int) -> bytes:
+    """Eight big-endian bytes; raises ``struct.error`` outside 0..2**64-1."""
+    return _U64.pack(value)
+
+
+def read_u64(data: bytes, offset: int = 0) -> int:
+    return int(_U64.unpack_from(data, offset)[0])
+
+
+def successor(key: bytes) -> bytes:
+    """The smallest key greater than ``key`` (an exclusive end just past it)."""
+    return key + SEP
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The exclusive upper bound of every key starting with ``prefix`` (which ends in 0x00)."""
+    return prefix[:-1] + b"\x01"
+
+
+# --- timers: u64be(due_ms) ‖ target ‖ 0x00 ‖ ident ------------------------------------
+
+
+class TimerKey(NamedTuple):
+    due_ms: int
+    target: str
+    ident: bytes
+
+
+def timer_key(due_ms: int, target: str, ident: bytes) -> bytes:
+    """A timer: a message (target = topic, ident = msg_id) or an internal timer."""
+    return _U64.pack(due_ms) + target.encode() + SEP + ident
+
+
+def decode_timer_key(key: bytes) -> TimerKey:
+    sep = key.index(SEP, 8)
+    return TimerKey(read_u64(key), key[8:sep].decode(), key[sep + 1 :])
+
+
+def due_bound(due_ms: int) -> bytes:
+    """The first timer key that can fall due at ``due_ms`` (use as an exclusive end for < due)."""
+    return _U64.pack(min(due_ms, _U64_MAX))
+
+
+def message_timer_key(due_ms: int, topic: str, msg_id: str) -> bytes:
+    return timer_key(due_ms, topic, msg_id.encode())
+
+
+def invisible_timer_key(due_ms: int, topic: str, group: str, seq: int, generation: int) -> bytes:
+    """The end of a held message's invisibility; the generation makes a stale timer harmless."""
+    ident = topic.encode() + SEP + _U64.pack(seq) + _U64.pack(generation)
+    return timer_key(due_ms, INVISIBLE_PREFIX + group, ident)
+
+
+class InvisibleIdent(NamedTuple):
+    topic: str
+    group: str
+    seq: int
+    generation: int
+
+
+def decode_invisible(key: TimerKey) -> InvisibleIdent:
+    sep = key.ident.index(SEP)
+    return InvisibleIdent(
+        key.ident[:sep].decode(),
+        key.target[len(INVISIBLE_PREFIX) :],
+        read_u64(key.ident, sep + 1),
+        read_u64(key.ident, sep + 9),
+    )
+
+
+# --- uniq-key index: topic ‖ 0x00 ‖ msg_id ----------------------------------------------
+
+
+def message_key(topic: str, msg_id: str) -> bytes:
+    return topic.encode() + SEP + msg_id.encode()
+
+
+# --- logs: lane ‖ u64be(seq) -------------------------------------------------------------
+# A lane is a prefix ending in 0x00: a topic's log is ``topic ‖ 0x00``; a group's retry lane
+# for one topic is ``%RETRY%group ‖ 0x00 ‖ topic ‖ 0x00`` (only that group reads it).
+
+
+def topic_lane(topic: str) -> bytes:
+    return topic.encode() + SEP
+
+
+def retry_lane(topic: str, group: str) -> bytes:
+    return (RETRY_PREFIX + group).encode() + SEP + topic.encode() + SEP
+
+
+def log_key(lane: bytes, seq: int) -> bytes:
+    return lane + _U64.pack(seq)
+
+
+def log_seq(key: bytes) -> int:
+    return read_u64(key, len(key) - 8)
+
+
+# --- in-flight (per group message state): topic ‖ 0x00 ‖ group ‖ 0x00 ‖ u64be(seq) --------
+
+
+def inflight_key(topic: str, group: str, seq: int) -> bytes:
+    return topic.encode() + SEP + group.encode() + SEP + _U64.pack(seq)
+
+
+# --- meta: small named records --------------------------------------------------------
+
+
+def next_seq_key(lane: bytes) -> bytes:
+    return b"seq" + SEP + lane
+
+
+def cursor_key(lane: bytes, group: str) -> bytes:
+    return b"cursor" + SEP + lane + group.encode()
+
+
+def group_key(topic: str, group: str) -> bytes:
+    return b"group" + SEP + topic.encode() + SEP + group.encode()
+
+
+WATERMARK_KEY = b"timer-watermark"
+PENDING_KEY = b"pending-timers"

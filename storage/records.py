@@ -1,0 +1,177 @@
+"""Value encodings.
+
+Why fixed ``struct`` headers and not JSON / msgpack: a record is written once per send and
+read once per delivery, on the single writer thread, so its cost is on the hot path. A
+packed header is one C call each way, takes 27 bytes instead of ~120 for the same fields
+in JSON, and keeps the body as raw bytes (no escaping of a 4 MiB body, no base64 inflation
+on disk). Only the free-form ``properties`` map is JSON (orjson), and only when present.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass, field, replace
+
+import orjson
+
+from storage.errors import CorruptRecordError
+
+
+class BodyEncoding(enum.IntEnum):
+    UTF8 = 0
+    BASE64 = 1
+
+
+# deliver_at, created_at, delivered_at, encoding, len(msg_id), len(topic), len(tag), len(props)
+_MESSAGE = struct.Struct(">QQQBBBHI")
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    """A message as stored in a timer value and, once delivered, in a topic log."""
+
+    topic: str
+    msg_id: str
+    deliver_at_ms: int
+    created_at_ms: int
+    body: bytes
+    body_encoding: BodyEncoding = BodyEncoding.UTF8
+    tag: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    delivered_at_ms: int = 0
+
+    def delivered(self, at_ms: int) -> MessageRecord:
+        return replace(self, delivered_at_ms=at_ms)
+
+
+def encode_message(rec: MessageRecord) -> bytes:
+    msg_id = rec.msg_id.encode()
+    topic = rec.topic.encode()
+    tag = rec.tag.encode() if rec.tag is not None else b""
+    props = orjson.dumps(rec.properties) if rec.properties else b""
+    header = _MESSAGE.pack(
+        rec.deliver_at_ms,
+        rec.created_at_ms,
+        rec.delivered_at_ms,
+        rec.body_encoding | (0x80 if rec.tag is not None else 0),
+        len(msg_id),
+        len(topic),
+        len(tag),
+        len(props),
+    )
+    return b"".join((header, msg_id, topic, tag, props, rec.body))
+
+
+def decode_message(data: bytes) -> MessageRecord:
+    try:
+        deliver, created, delivered, flags, n_id, n_topic, n_tag, n_props = _MESSAGE.unpack_from(
+            data
+        )
+        pos = _MESSAGE.size
+        msg_id = data[pos : pos + n_id].decode()
+        pos += n_id
+        topic = data[pos : pos + n_topic].decode()
+        pos += n_topic
+        tag = data[pos : pos + n_tag].decode() if flags & 0x80 else None
+        pos += n_tag
+        props = orjson.loads(data[pos : pos + n_props]) if n_props else {}
+        pos += n_props
+        return MessageRecord(
+            topic=topic,
+            msg_id=msg_id,
+            deliver_at_ms=deliver,
+            created_at_ms=created,
+            body=data[pos:],
+            body_encoding=BodyEncoding(flags & 0x7F),
+            tag=tag,
+            properties=props,
+            delivered_at_ms=delivered,
+        )
+    except (struct.error, UnicodeDecodeError, orjson.JSONDecodeError, ValueError) as exc:
+        raise CorruptRecordError(f"undecodable message record: {exc}") from exc
+
+
+class MessageState(enum.IntEnum):
+    SCHEDULED = 1
+    DELIVERED = 2
+    CANCELLED = 3
+
+
+_INDEX = struct.Struct(">BQQQQ")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """The uniq-key index: where a (topic, msg_id) is and what happened to it."""
+
+    state: MessageState
+    due_ms: int
+    created_at_ms: int
+    done_at_ms: int = 0  # delivered_at or cancelled_at, by state
+    seq: int = 0  # position in the topic log once delivered
+
+
+def encode_index(e: IndexEntry) -> bytes:
+    return _INDEX.pack(e.state, e.due_ms, e.created_at_ms, e.done_at_ms, e.seq)
+
+
+def decode_index(data: bytes) -> IndexEntry:
+    try:
+        state, due, created, done, seq = _INDEX.unpack(data)
+        return IndexEntry(MessageState(state), due, created, done, seq)
+    except (struct.error, ValueError) as exc:
+        raise CorruptRecordError(f"undecodable index entry: {exc}") from exc
+
+
+class GroupState(enum.IntEnum):
+    INFLIGHT = 1  # held by a consumer until ``deadline_ms``
+    READY = 2  # visible again, waiting in the group's retry lane
+    RETRYING = 3  # waiting for a retry timer
+    ACKED = 4
+    DEAD = 5
+
+
+_INFLIGHT = struct.Struct(">BHQQQ")
+
+
+@dataclass(frozen=True, slots=True)
+class Inflight:
+    """What one group did with one message of the topic log (keyed by its seq)."""
+
+    state: GroupState
+    attempts: int  # deliveries to the group so far
+    generation: int  # bumped on every receive and invisibility change; old receipts die
+    deadline_ms: int  # end of invisibility (INFLIGHT) or next visible time (RETRYING)
+    last_failure_ms: int = 0
+
+
+def encode_inflight(r: Inflight) -> bytes:
+    return _INFLIGHT.pack(r.state, r.attempts, r.generation, r.deadline_ms, r.last_failure_ms)
+
+
+def decode_inflight(data: bytes) -> Inflight:
+    try:
+        state, attempts, gen, deadline, failure = _INFLIGHT.unpack(data)
+        return Inflight(GroupState(state), attempts, gen, deadline, failure)
+    except (struct.error, ValueError) as exc:
+        raise CorruptRecordError(f"undecodable in-flight record: {exc}") from exc
+
+
+# --- timer values: one kind byte, then the payload ----------------------------------------
+
+
+class TimerKind(enum.IntEnum):
+    MESSAGE = 1  # payload: the message record; fires into the topic log
+    INVISIBLE = 2  # payload: empty; fires the end of an invisibility window
+
+
+def timer_value(kind: TimerKind, payload: bytes = b"") -> bytes:
+    return bytes((kind,)) + payload
+
+
+def timer_kind(value: bytes) -> TimerKind:
+    try:
+        return TimerKind(value[0])
+    except (IndexError, ValueError) as exc:
+        raise CorruptRecordError(f"undecodable timer value: {exc}") from exc

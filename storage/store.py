@@ -1,0 +1,173 @@
+"""RocksStore: the one RocksDB database, its column families and the few calls we need."""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from rocksdict import (
+    DBCompressionType,
+    Options,
+    ReadOptions,
+    Rdict,
+    WriteBatch,
+    WriteOptions,
+)
+
+from storage.errors import StorageError, StoreClosedError
+
+# Every number that shapes RocksDB, with why.
+WRITE_BUFFER_BYTES = 64 * 1024 * 1024  # memtable; a 1M-timer storm fits in a few flushes
+BACKGROUND_JOBS = 2  # the machine has two cores; flush + compaction run beside the writer
+BYTES_PER_SYNC = 1024 * 1024  # smooth SST writes instead of one burst at the end
+
+
+class CF(enum.Enum):
+    """Column families (see architecture.md, Storage)."""
+
+    TIMERS = "timers"
+    MESSAGES = "messages"
+    LOGS = "logs"
+    INFLIGHT = "inflight"
+    META = "meta"
+
+
+class Put(NamedTuple):
+    cf: CF
+    key: bytes
+    value: bytes
+
+
+class Delete(NamedTuple):
+    cf: CF
+    key: bytes
+
+
+class DeleteRange(NamedTuple):
+    cf: CF
+    begin: bytes
+    end: bytes
+
+
+WriteOp = Put | Delete | DeleteRange
+
+
+def _options() -> Options:
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    opts.create_missing_column_families(True)
+    opts.increase_parallelism(BACKGROUND_JOBS)
+    opts.set_max_background_jobs(BACKGROUND_JOBS)
+    opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
+    opts.set_bytes_per_sync(BYTES_PER_SYNC)
+    opts.set_compression_type(DBCompressionType.lz4())
+    return opts
+
+
+class RocksStore:
+    """Raw-bytes RocksDB with one handle per column family. Writes go through ``write``."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        os.makedirs(self.path, exist_ok=True)
+        try:
+            self._db = Rdict(
+                self.path, _options(), column_families={cf.value: _options() for cf in CF}
+            )
+        except Exception as exc:  # rocksdict raises plain exceptions
+            raise StorageError(f"cannot open store at {self.path}: {exc}") from exc
+        self._cfs = {cf: self._db.get_column_family(cf.value) for cf in CF}
+        self._handles = {cf: self._db.get_column_family_handle(cf.value) for cf in CF}
+        self._synced = WriteOptions()
+        self._synced.sync = True
+        self._unsynced = WriteOptions()
+        self._closed = False
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def get(self, cf: CF, key: bytes) -> bytes | None:
+        self._check_open()
+        value = self._cfs[cf].get(key)
+        return None if value is None else bytes(value)
+
+    def get_many(self, cf: CF, keys: Sequence[bytes]) -> list[bytes | None]:
+        """One multi-get for many keys (missing keys give None)."""
+        self._check_open()
+        if not keys:
+            return []
+        found = self._cfs[cf].get(list(keys))
+        return list(found) if found is not None else [None] * len(keys)
+
+    def scan(
+        self, cf: CF, start: bytes, end: bytes, limit: int
+    ) -> list[tuple[bytes, bytes]]:
+        """Up to ``limit`` entries with ``start <= key < end``, in key order.
+
+        The iterator seeks straight to ``start`` and stops at ``end`` (ReadOptions upper
+        bound), so tombstones outside the range are never walked.
+        """
+        self._check_open()
+        read = ReadOptions()
+        read.set_iterate_upper_bound(end)
+        it = self._cfs[cf].iter(read)
+        it.seek(start)
+        out: list[tuple[bytes, bytes]] = []
+        while it.valid() and len(out) < limit:
+            out.append((it.key(), it.value()))
+            it.next()
+        return out
+
+    def first_key(self, cf: CF, start: bytes, end: bytes) -> bytes | None:
+        found = self.scan(cf, start, end, 1)
+        return found[0][0] if found else None
+
+    # --- writes --------------------------------------------------------------------------
+
+    def write(self, ops: Iterable[WriteOp], *, sync: bool) -> None:
+        """Apply all ops atomically (one WriteBatch); ``sync`` fsyncs the WAL first."""
+        self._check_open()
+        batch = WriteBatch(raw_mode=True)
+        handles = self._handles
+        for op in ops:
+            if type(op) is Put:
+                batch.put(op.key, op.value, handles[op.cf])
+            elif type(op) is Delete:
+                batch.delete(op.key, handles[op.cf])
+            else:
+                assert isinstance(op, DeleteRange)
+                batch.delete_range(op.begin, op.end, handles[op.cf])
+        try:
+            self._db.write(batch, self._synced if sync else self._unsynced)
+        except Exception as exc:
+            raise StorageError(f"write failed: {exc}") from exc
+
+    def compact(self, cf: CF, begin: bytes | None, end: bytes | None) -> None:
+        """Compact a key range so that its tombstones are dropped from disk."""
+        self._check_open()
+        try:
+            self._cfs[cf].compact_range(begin, end)
+        except Exception as exc:
+            raise StorageError(f"compaction failed: {exc}") from exc
+
+    def property_int(self, cf: CF, name: str) -> int:
+        value = self._cfs[cf].property_int_value(name)
+        return int(value or 0)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for cf in list(self._cfs.values()):
+            del cf
+        self._cfs.clear()
+        self._handles.clear()
+        try:
+            self._db.flush_wal(True)
+        finally:
+            self._db.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("store is closed")

@@ -1,0 +1,37 @@
+"""Lanes: append-only logs with a seq counter, read by groups from their own cursor.
+
+A topic's log is one lane; each group's retry lane for a topic is another (storage/keys.py).
+"""
+
+from __future__ import annotations
+
+from storage import keys
+from storage.store import CF
+from workers.txn import Txn
+
+
+def append(txn: Txn, lane: bytes, value: bytes) -> int:
+    """Append ``value`` at the lane's next seq (the counter lives in meta); returns the seq."""
+    counter = keys.next_seq_key(lane)
+    raw = txn.get(CF.META, counter)
+    seq = keys.read_u64(raw) if raw else 0
+    txn.put(CF.LOGS, keys.log_key(lane, seq), value)
+    txn.put(CF.META, counter, keys.u64(seq + 1))
+    return seq
+
+
+def read(txn: Txn, lane: bytes, group: str, limit: int) -> list[tuple[bytes, bytes]]:
+    """The next ``limit`` entries of a lane after the group's cursor; advances the cursor.
+
+    Reads the store, not the batch: entries appended earlier in this same batch are seen
+    by the next receive (the cursor never passes an entry it did not return).
+    """
+    if limit <= 0:
+        return []
+    cursor_key = keys.cursor_key(lane, group)
+    raw = txn.get(CF.META, cursor_key)
+    start = keys.read_u64(raw) if raw else 0
+    entries = txn.store.scan(CF.LOGS, keys.log_key(lane, start), keys.prefix_end(lane), limit)
+    if entries:
+        txn.put(CF.META, cursor_key, keys.u64(keys.log_seq(entries[-1][0]) + 1))
+    return entries

@@ -1,0 +1,157 @@
+"""Engine: the store and its workers, started and stopped as one, and the calls the HTTP
+front end makes (each an op on the writer, awaited from the event loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from storage.records import MessageRecord
+from storage.store import RocksStore
+from workers import consume, messages
+from workers.clock import Clock, RealClock
+from workers.deliverer import Deliverer
+from workers.notify import Notifier
+from workers.scanner import PUT_QUEUE_CHUNKS, SCAN_CHUNK, Chunk, Scanner
+from workers.sweeper import Sweeper
+from workers.txn import Txn
+from workers.writer import Writer
+
+log = logging.getLogger("rocktimer.engine")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    data_dir: str
+    writer_queue_size: int = 10_000  # waiting client ops before 429
+    scan_chunk: int = SCAN_CHUNK
+    put_queue_chunks: int = PUT_QUEUE_CHUNKS
+    sweep_interval_ms: int = 60_000
+
+
+ItemOutcome = messages.SendOutcome | Exception
+
+
+class Engine:
+    def __init__(
+        self,
+        config: EngineConfig,
+        clock: Clock | None = None,
+        observe_lateness: Callable[[list[int]], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock or RealClock()
+        self.store = RocksStore(config.data_dir)
+        self.notifier = Notifier()
+        self._observe_lateness = observe_lateness
+        self.writer = Writer(
+            self.store, self.clock, queue_size=config.writer_queue_size, on_commit=self._committed
+        )
+        self.put_queue: queue.Queue[Chunk] = queue.Queue(maxsize=config.put_queue_chunks)
+        self.scanner = Scanner(
+            self.store, self.writer, self.clock, self.put_queue, chunk=config.scan_chunk
+        )
+        self.deliverer = Deliverer(self.writer, self.put_queue)
+        self.sweeper = Sweeper(self.store, self.clock, config.sweep_interval_ms)
+        self.started = False
+
+    def start(self) -> None:
+        self.writer.start()
+        self.deliverer.start()
+        self.scanner.start()
+        self.sweeper.start()
+        self.started = True
+
+    def stop(self) -> None:
+        """Stop scanning, finish the move in hand, drain queued writes, close the store."""
+        if not self.started:
+            self.store.close()
+            return
+        self.started = False
+        self.sweeper.stop()
+        self.scanner.stop()
+        self.deliverer.stop()
+        self.writer.stop()
+        self.store.close()
+
+    @property
+    def healthy(self) -> bool:
+        return (
+            self.started
+            and self.writer.running
+            and self.scanner.alive
+            and self.deliverer.alive
+        )
+
+    def _committed(self, txn: Txn) -> None:
+        if txn.min_new_due is not None:
+            self.scanner.hint(txn.min_new_due)
+        if txn.woken_topics:
+            self.notifier.wake(txn.woken_topics)
+        if txn.lateness_ms and self._observe_lateness is not None:
+            self._observe_lateness(txn.lateness_ms)
+
+    # --- producer calls ------------------------------------------------------------------
+
+    async def send(self, rec: MessageRecord) -> messages.SendOutcome:
+        return await self.writer.submit(lambda txn: messages.send(txn, rec), durable=True)
+
+    async def send_batch(self, recs: Sequence[MessageRecord | None]) -> list[ItemOutcome | None]:
+        """One op, one commit: each item succeeds or fails alone (None items are skipped)."""
+
+        def op(txn: Txn) -> list[ItemOutcome | None]:
+            out: list[ItemOutcome | None] = []
+            for rec in recs:
+                if rec is None:
+                    out.append(None)
+                    continue
+                point = txn.savepoint()
+                try:
+                    out.append(messages.send(txn, rec))
+                except Exception as exc:
+                    txn.rollback(point)
+                    out.append(exc)
+            return out
+
+        return await self.writer.submit(op, durable=True)
+
+    async def cancel(self, topic: str, msg_id: str) -> messages.CancelOutcome:
+        return await self.writer.submit(
+            lambda txn: messages.cancel(txn, topic, msg_id), durable=True
+        )
+
+    def status(self, topic: str, msg_id: str) -> messages.MessageStatus:
+        return messages.status(self.store, topic, msg_id)
+
+    # --- consumer calls ------------------------------------------------------------------
+
+    async def receive(
+        self, topic: str, group: str, limit: int, wait_ms: int, invisible_ms: int
+    ) -> list[consume.Received]:
+        """Long poll: return as soon as one message is held, or empty after ``wait_ms``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_ms / 1000
+        while True:
+            woken = self.notifier.watch(topic)
+            try:
+                got = await self.writer.submit(
+                    lambda txn: consume.receive(txn, topic, group, limit, invisible_ms),
+                    durable=False,
+                )
+                left = deadline - loop.time()
+                if got or left <= 0:
+                    return got
+                try:
+                    await asyncio.wait_for(asyncio.shield(woken), timeout=left)
+                except TimeoutError:
+                    pass
+            finally:
+                self.notifier.unwatch(topic, woken)
+
+    async def ack(self, topic: str, group: str, receipts: list[str]) -> list[str]:
+        return await self.writer.submit(
+            lambda txn: consume.ack(txn, topic, group, receipts), durable=True
+        )

@@ -1,0 +1,117 @@
+"""The scanner: finds due timer keys with one range scan and hands them to the deliverer.
+
+It sleeps until the earliest timer key is due (or until the writer commits an earlier
+one), then scans ``[cursor, horizon]`` in chunks of ``chunk`` keys onto the bounded put
+queue. A full queue blocks it: that is what keeps ten million timers falling due in the
+same millisecond from ever being in memory at once. It holds at most one chunk.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+
+from storage import keys
+from storage.store import CF, RocksStore
+from workers.clock import Clock
+from workers.writer import Writer
+
+log = logging.getLogger("rocktimer.scanner")
+
+SCAN_CHUNK = 2_000  # keys per range scan; RocketMQ RIP-82 scans the same per round
+PUT_QUEUE_CHUNKS = 4  # chunks waiting for the deliverer: ~8k timers in memory at most
+BUSY_BACKOFF_MS = 1  # a due key beyond the scan horizon: the writer is mid-commit
+_END = b"\xff" * 9  # past every timer key
+
+Chunk = list[tuple[bytes, bytes]]
+
+
+class Scanner:
+    def __init__(
+        self,
+        store: RocksStore,
+        writer: Writer,
+        clock: Clock,
+        put_queue: queue.Queue[Chunk],
+        chunk: int = SCAN_CHUNK,
+    ) -> None:
+        self.store = store
+        self.writer = writer
+        self.clock = clock
+        self.put_queue = put_queue
+        self.chunk = chunk
+        self.cursor = store.get(CF.META, keys.WATERMARK_KEY) or b""
+        self.held = 0  # keys in hand right now (introspection for tests and metrics)
+        self.held_max = 0
+        self.scans = 0
+        self.next_due_ms: int | None = None
+        self._sleep_until: int | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="rocktimer-scanner", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def hint(self, due_ms: int) -> None:
+        """The writer committed a timer due at ``due_ms``: wake if that is earlier."""
+        sleep_until = self._sleep_until
+        if sleep_until is None or due_ms < sleep_until:
+            self._wake.set()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._round()
+        except BaseException as exc:  # a dead scanner must show in /readyz, not go silent
+            self.error = exc
+            log.exception("scanner stopped")
+
+    def _round(self) -> None:
+        # Order matters: forget the sleep target and clear the wake-up *before* scanning,
+        # so a commit that lands after the scan always wakes the next wait.
+        self._sleep_until = None
+        self._wake.clear()
+        horizon = self.writer.scan_horizon()
+        found = self.store.scan(CF.TIMERS, self.cursor, keys.due_bound(horizon + 1), self.chunk)
+        self.scans += 1
+        if found:
+            self._hand_over(found)
+            if len(found) == self.chunk:
+                return  # more may be due: scan again at once
+        nxt = self.store.first_key(CF.TIMERS, self.cursor, _END)
+        due = keys.read_u64(nxt) if nxt is not None else None
+        self.next_due_ms = due
+        if due is not None and due <= horizon:
+            due = self.clock.now_ms() + BUSY_BACKOFF_MS
+        self._sleep_until = due
+        self.clock.wait(self._wake, due)
+
+    def _hand_over(self, found: Chunk) -> None:
+        self.held = len(found)
+        self.held_max = max(self.held_max, self.held)
+        while not self._stop.is_set():
+            try:
+                self.put_queue.put(found, timeout=0.1)
+                break
+            except queue.Full:
+                continue
+        else:
+            self.held = 0
+            return  # stopping: these keys stay timers and are scanned again after restart
+        self.cursor = keys.successor(found[-1][0])
+        self.held = 0

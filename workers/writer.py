@@ -1,0 +1,241 @@
+"""The writer: the single thread that mutates RocksDB, with group commit.
+
+Requests queue up as ops (a function of a Txn). The writer takes every op waiting, runs
+each against one Txn, writes the Txn as one WriteBatch (fsynced if any op asked for
+durability) and only then completes every op. Checks that must see the latest state
+(duplicate msg_id, cancelled, receipt valid) run inside the ops, here.
+
+Clients' ops wait in a bounded queue: when it is full, ``submit`` raises ``Overloaded``
+(HTTP 429). Internal ops (moves of due timers) have their own small queue and block the
+deliverer instead, which in turn blocks the scanner: back-pressure end to end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from storage.errors import RocktimerError, StorageError
+from storage.keys import PENDING_KEY, read_u64
+from storage.store import CF, RocksStore
+from workers.clock import Clock
+from workers.txn import Txn
+
+log = logging.getLogger("rocktimer.writer")
+
+T = TypeVar("T")
+
+GROUP_COMMIT_MAX_OPS = 1024  # ops per WriteBatch; bounds one commit's latency
+INTERNAL_QUEUE = 4  # moves waiting for the writer; more only adds memory, not speed
+
+
+class Overloaded(RocktimerError):
+    """The writer queue is full; the client should back off and retry."""
+
+    def __init__(self, retry_after_s: int = 1) -> None:
+        super().__init__("the write queue is full; retry later")
+        self.retry_after_s = retry_after_s
+
+
+class WriterStopped(RocktimerError):
+    """The writer is not running (starting up or shutting down)."""
+
+
+@dataclass(slots=True)
+class _Op:
+    fn: Callable[[Txn], Any]
+    durable: bool
+    future: asyncio.Future[Any] | concurrent.futures.Future[Any]
+
+
+class Writer:
+    def __init__(
+        self,
+        store: RocksStore,
+        clock: Clock,
+        *,
+        queue_size: int,
+        on_commit: Callable[[Txn], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.queue_size = queue_size
+        self._on_commit = on_commit
+        self._clients: deque[_Op] = deque()
+        self._internal: deque[_Op] = deque()
+        self._cond = threading.Condition()
+        self._running = False
+        self._thread: threading.Thread | None = None
+        # The scan horizon (see scan_horizon): the `now` of the batch being built, if any.
+        self._horizon_lock = threading.Lock()
+        self._batch_now: int | None = None
+        raw = store.get(CF.META, PENDING_KEY)
+        self.pending_timers = read_u64(raw) if raw else 0
+        self.batches = 0
+        self.ops_done = 0
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._running = True
+        self._thread = threading.Thread(target=self._run, name="rocktimer-writer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Finish every op already queued, then stop. Ops submitted later are refused."""
+        with self._cond:
+            self._running = False
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def queue_depth(self) -> int:
+        return len(self._clients)
+
+    # --- submitting ----------------------------------------------------------------------
+
+    def submit(self, fn: Callable[[Txn], T], *, durable: bool) -> asyncio.Future[T]:
+        """Queue a client op from the event loop; the future completes after the commit."""
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        with self._cond:
+            if not self._running:
+                raise WriterStopped("the service is shutting down")
+            if len(self._clients) >= self.queue_size:
+                raise Overloaded()
+            self._clients.append(_Op(fn, durable, future))
+            self._cond.notify()
+        return future
+
+    def call(self, fn: Callable[[Txn], T], *, durable: bool, internal: bool = True) -> T:
+        """Run an op from a worker thread and wait for its commit (blocks when queue is full)."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self.enqueue_internal(fn, durable=durable, future=future, internal=internal)
+        return future.result()
+
+    def enqueue_internal(
+        self,
+        fn: Callable[[Txn], Any],
+        *,
+        durable: bool,
+        future: concurrent.futures.Future[Any],
+        internal: bool = True,
+    ) -> None:
+        queue = self._internal if internal else self._clients
+        limit = INTERNAL_QUEUE if internal else self.queue_size
+        with self._cond:
+            while self._running and len(queue) >= limit:
+                self._cond.wait()
+            if not self._running:
+                raise WriterStopped("the writer is stopped")
+            queue.append(_Op(fn, durable, future))
+            self._cond.notify_all()
+
+    def scan_horizon(self) -> int:
+        """The latest due time the scanner may scan up to without racing a commit.
+
+        Ops create a timer key only for due > the `now` of their batch (an op whose due
+        time has come delivers at once instead), so every key due <= the horizon is
+        already committed: a scan never passes a key that lands behind it later.
+        """
+        with self._horizon_lock:
+            now = self.clock.now_ms()
+            return now if self._batch_now is None else min(now, self._batch_now)
+
+    # --- the thread ----------------------------------------------------------------------
+
+    def _take(self) -> list[_Op] | None:
+        with self._cond:
+            while not self._clients and not self._internal:
+                if not self._running:
+                    return None
+                self._cond.wait()
+            ops: list[_Op] = []
+            # Internal first: delivering what is due is never starved by a send storm.
+            while self._internal and len(ops) < GROUP_COMMIT_MAX_OPS:
+                ops.append(self._internal.popleft())
+            while self._clients and len(ops) < GROUP_COMMIT_MAX_OPS:
+                ops.append(self._clients.popleft())
+            self._cond.notify_all()  # room in the internal queue
+            return ops
+
+    def _run(self) -> None:
+        while True:
+            ops = self._take()
+            if ops is None:
+                return
+            self._process(ops)
+
+    def _process(self, ops: list[_Op]) -> None:
+        with self._horizon_lock:
+            now = self.clock.now_ms()
+            self._batch_now = now
+        txn = Txn(self.store, now)
+        results: list[tuple[_Op, bool, Any]] = []
+        try:
+            for op in ops:
+                point = txn.savepoint()
+                try:
+                    results.append((op, True, op.fn(txn)))
+                    txn.sync = txn.sync or op.durable
+                except Exception as exc:
+                    txn.rollback(point)
+                    if not isinstance(exc, RocktimerError):
+                        log.exception("op failed")
+                    results.append((op, False, exc))
+            if not txn.empty:
+                total = self.pending_timers + txn.pending_delta
+                self.store.write(txn.write_ops(total), sync=txn.sync)
+                self.pending_timers = total
+        except StorageError as exc:
+            log.error("commit of %d ops failed: %s", len(ops), exc)
+            results = [(op, False, exc) for op, _, _ in results]
+        else:
+            txn.run_hooks()
+            if self._on_commit is not None:
+                self._on_commit(txn)
+        finally:
+            with self._horizon_lock:
+                self._batch_now = None
+        self.batches += 1
+        self.ops_done += len(ops)
+        _complete(results)
+
+
+def _complete(results: list[tuple[_Op, bool, Any]]) -> None:
+    """Hand results back; one wake-up per event loop, not one per op."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
+    for op, ok, value in results:
+        fut = op.future
+        if isinstance(fut, asyncio.Future):
+            by_loop.setdefault(fut.get_loop(), []).append((fut, ok, value))
+        elif ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
+    for loop, items in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_settle, items)
+        except RuntimeError:  # the loop closed under us: nobody is waiting any more
+            pass
+
+
+def _settle(items: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    for fut, ok, value in items:
+        if fut.done():  # the client went away (cancelled)
+            continue
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
