@@ -1,0 +1,41 @@
+# Two commands for a newcomer: `make run` and `make test`. Everything else is optional.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: run test lint fmt bench clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+# Re-install whenever pyproject.toml changes (the stamp is older than it).
+$(VENV)/.run-stamp: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.test-stamp: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.run-stamp
+
+run: $(VENV)/.run-stamp  ## start the service on 127.0.0.1:8080, data under ./data
+	$(PY) -m app
+
+test: $(VENV)/.test-stamp  ## the whole suite: unit, engine, end to end over real HTTP
+	$(PY) -m pytest
+
+lint: $(VENV)/.test-stamp  ## ruff + strict mypy
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+fmt: $(VENV)/.test-stamp
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: $(VENV)/.test-stamp  ## the quick benchmark profile (see bench/README.md)
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,49 @@
+"""A pure ASGI middleware that refuses request bodies over the configured size (413).
+
+It checks Content-Length up front and counts streamed bytes for chunked bodies, so an
+oversize request is refused before it is buffered in memory.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.errors import PayloadTooLarge, problem
+
+
+class BodyLimit:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.max_bytes
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = 0
+                if declared > limit:
+                    await self._refuse(scope, receive, send, declared)
+                    return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise PayloadTooLarge(f"request body over the {limit} byte limit")
+            return message
+
+        await self.app(scope, counted, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: int) -> None:
+        detail = f"request body of {size} bytes is over the {self.max_bytes} byte limit"
+        response = problem(413, "Payload Too Large", detail, headers={"Connection": "close"})
+        await response(scope, receive, send)

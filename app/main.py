@@ -1,0 +1,81 @@
+"""The app factory: settings, engine lifespan, routes, error handlers, OpenAPI."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic.json_schema import models_json_schema
+
+from app import errors
+from app.config import Settings
+from app.limits import BodyLimit
+from app.metrics import LatenessHistogram, registry_for
+from app.routes import consumers, producers, service
+from app.schemas import REQUEST_MODELS
+from workers.clock import Clock
+from workers.runner import Engine
+
+log = logging.getLogger("rocktimer")
+
+
+def create_app(settings: Settings | None = None, clock: Clock | None = None) -> FastAPI:
+    settings = settings or Settings()
+    lateness = LatenessHistogram()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = Engine(settings.engine, clock, observe_lateness=lateness.observe_many)
+        engine.start()
+        app.state.engine = engine
+        app.state.registry = registry_for(engine, lateness)
+        if not settings.api_keys:
+            log.warning("ROCKTIMER_API_KEYS is not set: the API is open to anyone (development)")
+        log.info(
+            "rocktimer ready: data_dir=%s pending_timers=%d",
+            settings.data_dir,
+            engine.writer.pending_timers,
+        )
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(engine.stop)
+            log.info("rocktimer stopped cleanly")
+
+    app = FastAPI(
+        title="rocktimer",
+        version="1",
+        summary="Scheduled messages: millisecond precision, years of delay, cancel, retry, DLQ",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    errors.install(app)
+    app.include_router(producers.router)
+    app.include_router(consumers.router)
+    app.include_router(service.router)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    _document_request_bodies(app)
+    return app
+
+
+def _document_request_bodies(app: FastAPI) -> None:
+    """Add the request-body models (parsed by hand from raw bytes) to the OpenAPI components."""
+    original = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = original()
+        _, defs = models_json_schema(
+            [(m, "validation") for m in REQUEST_MODELS],
+            ref_template="#/components/schemas/{model}",
+        )
+        schema.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

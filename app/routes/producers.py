@@ -1,0 +1,199 @@
+"""Producer routes: send, batch send, status, cancel (api.md, Producer)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+from pydantic import ValidationError
+
+from app.config import Role, Settings
+from app.deps import EngineDep, MsgIdPath, SettingsDep, TopicPath, require
+from app.errors import InvalidInput, PayloadTooLarge, invalid, status_of
+from app.routes.common import ERRORS, json_body, json_response, parse
+from app.ids import new_msg_id
+from app.schemas import (
+    DELAY_LEVELS_MS,
+    BatchEnvelope,
+    BatchResult,
+    CancelResult,
+    MessageView,
+    SendBatch,
+    SendMessage,
+    SendResult,
+)
+from storage.keys import RESERVED_PREFIXES
+from storage.records import BodyEncoding, MessageRecord, MessageState
+from workers.messages import SendOutcome
+
+router = APIRouter(
+    prefix="/v1/topics/{topic}/messages",
+    tags=["producer"],
+    dependencies=[Depends(require(Role.PRODUCER))],
+)
+
+def writable_topic(topic: str) -> str:
+    if topic.startswith(RESERVED_PREFIXES):
+        reason = "names starting with %RETRY%, %DLQ% or %INVISIBLE% are reserved"
+        raise InvalidInput(
+            f"topic: {reason}", [{"loc": ["path", "topic"], "field": "topic", "reason": reason}]
+        )
+    return topic
+
+
+def to_record(
+    topic: str, msg: SendMessage, now_ms: int, settings: Settings, loc: list[str | int]
+) -> MessageRecord:
+    """Check what the schema cannot (limits, the delay against now) and build the record."""
+
+    def bad(field: str, reason: str) -> InvalidInput:
+        return InvalidInput(
+            f"{field}: {reason}", [{"loc": [*loc, field], "field": field, "reason": reason}]
+        )
+
+    if msg.deliver_at_ms is not None:
+        deliver_at = msg.deliver_at_ms
+        field = "deliver_at_ms"
+    elif msg.delay_ms is not None:
+        deliver_at, field = now_ms + msg.delay_ms, "delay_ms"
+    elif msg.delay_level is not None:
+        deliver_at, field = now_ms + DELAY_LEVELS_MS[msg.delay_level - 1], "delay_level"
+    else:
+        deliver_at, field = now_ms, "deliver_at_ms"
+    if deliver_at - now_ms > settings.max_delay_ms:
+        raise bad(field, f"more than the maximum delay of {settings.max_delay_ms} ms from now")
+    if msg.body_encoding == "base64":
+        try:
+            body = base64.b64decode(msg.body, validate=True)
+        except (binascii.Error, ValueError):
+            raise bad("body", "not valid base64") from None
+        encoding = BodyEncoding.BASE64
+    else:
+        body, encoding = msg.body.encode(), BodyEncoding.UTF8
+    if len(body) > settings.max_body_bytes:
+        raise PayloadTooLarge(f"body: {len(body)} bytes, over the {settings.max_body_bytes} limit")
+    properties = msg.properties or {}
+    if len(properties) > settings.max_properties:
+        raise bad("properties", f"{len(properties)} properties, over the {settings.max_properties} limit")
+    return MessageRecord(
+        topic=topic,
+        msg_id=msg.msg_id or new_msg_id(now_ms),
+        deliver_at_ms=deliver_at,
+        created_at_ms=now_ms,
+        body=body,
+        body_encoding=encoding,
+        tag=msg.tag,
+        properties=properties,
+    )
+
+
+def _state(state: MessageState) -> str:
+    return state.name.lower()
+
+
+def _sent(out: SendOutcome) -> dict[str, Any]:
+    return {
+        "topic": out.topic,
+        "msg_id": out.msg_id,
+        "state": _state(out.state),
+        "deliver_at_ms": out.deliver_at_ms,
+        "created_at_ms": out.created_at_ms,
+    }
+
+
+@router.post(
+    "",
+    operation_id="send_message",
+    summary="Schedule one message",
+    status_code=201,
+    openapi_extra=json_body(SendMessage),
+    responses={201: {"model": SendResult}, 200: {"model": SendResult}, **ERRORS},
+)
+async def send_message(
+    topic: TopicPath, request: Request, engine: EngineDep, settings: SettingsDep
+) -> Response:
+    writable_topic(topic)
+    msg = await parse(request, SendMessage)
+    rec = to_record(topic, msg, engine.clock.now_ms(), settings, ["body"])
+    out = await engine.send(rec)
+    return json_response(_sent(out), 201 if out.created else 200)
+
+
+@router.post(
+    "/batch",
+    operation_id="send_messages",
+    summary="Schedule up to 1000 messages, each on its own",
+    openapi_extra=json_body(SendBatch),
+    responses={200: {"model": BatchResult}, **ERRORS},
+)
+async def send_messages(
+    topic: TopicPath, request: Request, engine: EngineDep, settings: SettingsDep
+) -> Response:
+    writable_topic(topic)
+    envelope = await parse(request, BatchEnvelope)
+    now = engine.clock.now_ms()
+    results: list[dict[str, Any] | None] = []
+    records: list[MessageRecord | None] = []
+    for index, item in enumerate(envelope.messages):
+        loc: list[str | int] = ["body", "messages", index]
+        try:
+            msg = SendMessage.model_validate(item, strict=True)
+            records.append(to_record(topic, msg, now, settings, loc))
+            results.append(None)
+        except (ValidationError, InvalidInput, PayloadTooLarge) as exc:
+            err = invalid(exc, loc) if isinstance(exc, ValidationError) else exc
+            records.append(None)
+            results.append({"index": index, "status": status_of(err)[0], "error": str(err)})
+    outcomes = await engine.send_batch(records) if any(records) else []
+    for index, outcome in enumerate(outcomes):
+        if outcome is None:
+            continue
+        if isinstance(outcome, Exception):
+            results[index] = {"index": index, "status": status_of(outcome)[0], "error": str(outcome)}
+        else:
+            item_result = _sent(outcome)
+            del item_result["topic"], item_result["created_at_ms"]
+            results[index] = {"index": index, "status": 201 if outcome.created else 200, **item_result}
+    return json_response({"results": results})
+
+
+@router.get(
+    "/{msg_id}",
+    operation_id="get_message",
+    summary="A message's state",
+    responses={200: {"model": MessageView}, **ERRORS},
+)
+async def get_message(topic: TopicPath, msg_id: MsgIdPath, engine: EngineDep) -> Response:
+    found = engine.status(topic, msg_id)
+    entry, rec = found.entry, found.record
+    view: dict[str, Any] = {
+        "topic": topic,
+        "msg_id": msg_id,
+        "state": _state(entry.state),
+        "deliver_at_ms": entry.due_ms,
+        "created_at_ms": entry.created_at_ms,
+        "properties": rec.properties if rec else {},
+    }
+    if entry.state is MessageState.DELIVERED:
+        view["delivered_at_ms"] = entry.done_at_ms
+    if entry.state is MessageState.CANCELLED:
+        view["cancelled_at_ms"] = entry.done_at_ms
+    if rec is not None and rec.tag is not None:
+        view["tag"] = rec.tag
+    return json_response(view)
+
+
+@router.delete(
+    "/{msg_id}",
+    operation_id="cancel_message",
+    summary="Cancel a scheduled message (a uniq-key tombstone)",
+    responses={200: {"model": CancelResult}, **ERRORS},
+)
+async def cancel_message(topic: TopicPath, msg_id: MsgIdPath, engine: EngineDep) -> Response:
+    out = await engine.cancel(topic, msg_id)
+    return json_response(
+        {"topic": topic, "msg_id": msg_id, "state": "cancelled", "cancelled_at_ms": out.cancelled_at_ms}
+    )

@@ -1,0 +1,41 @@
+"""Service routes: liveness, readiness, Prometheus metrics (no API key needed)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from app.deps import EngineDep
+from app.errors import problem
+from app.routes.common import json_response
+from app.schemas import Health, Problem
+
+router = APIRouter(tags=["service"])
+
+
+@router.get("/healthz", operation_id="healthz", responses={200: {"model": Health}})
+async def healthz() -> Response:
+    return json_response({"status": "alive"})
+
+
+@router.get(
+    "/readyz",
+    operation_id="readyz",
+    responses={200: {"model": Health}, 503: {"model": Problem}},
+)
+async def readyz(engine: EngineDep) -> Response:
+    if not engine.healthy:
+        return problem(503, "Service Unavailable", "the store or a worker is not running")
+    return json_response(
+        {
+            "status": "ready",
+            "pending_timers": engine.writer.pending_timers,
+            "writer_queue": engine.writer.queue_depth,
+        }
+    )
+
+
+@router.get("/metrics", operation_id="metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    return Response(generate_latest(request.app.state.registry), media_type=CONTENT_TYPE_LATEST)

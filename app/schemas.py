@@ -1,0 +1,171 @@
+"""The HTTP contract's bodies (api.md), as named schemas so generated clients read well.
+
+Request bodies are validated straight from the raw bytes (``model_validate_json``, strict:
+a JSON string is not an int, unknown fields are refused); responses are written with
+orjson from the same shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+NAME_PATTERN = r"^[%|a-zA-Z0-9_-]{1,127}$"
+MSG_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+U63 = 2**63 - 1  # times and durations fit a signed 64-bit int in every client language
+MAX_BATCH = 1000
+DELAY_LEVELS_MS = (
+    1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000,
+    360_000, 420_000, 480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
+)  # fmt: skip  # RocketMQ 4.x: 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h
+
+MsgId = Annotated[str, Field(pattern=MSG_ID_PATTERN, examples=["order-42"])]
+Millis = Annotated[int, Field(ge=0, le=U63)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class SendMessage(_Strict):
+    """One message to schedule. At most one of deliver_at_ms, delay_ms, delay_level."""
+
+    msg_id: MsgId | None = None
+    body: str
+    body_encoding: Literal["utf8", "base64"] = "utf8"
+    properties: dict[str, Annotated[str, Field(max_length=4096)]] | None = None
+    tag: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    deliver_at_ms: Millis | None = None
+    delay_ms: Millis | None = None
+    delay_level: Annotated[int, Field(ge=1, le=len(DELAY_LEVELS_MS))] | None = None
+
+    @model_validator(mode="after")
+    def _one_time(self) -> SendMessage:
+        given = [
+            name
+            for name in ("deliver_at_ms", "delay_ms", "delay_level")
+            if getattr(self, name) is not None
+        ]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of deliver_at_ms, delay_ms, delay_level (got {', '.join(given)})")
+        return self
+
+
+class SendBatch(_Strict):
+    """Up to 1000 messages; each succeeds or fails on its own."""
+
+    messages: Annotated[list[SendMessage], Field(min_length=1, max_length=MAX_BATCH)]
+
+
+class BatchEnvelope(_Strict):
+    """How a batch is parsed: items are validated one by one (see SendBatch for the schema)."""
+
+    messages: Annotated[list[Any], Field(min_length=1, max_length=MAX_BATCH)]
+
+
+MessageStateName = Literal["scheduled", "delivered", "cancelled"]
+
+
+class SendResult(BaseModel):
+    topic: str
+    msg_id: str
+    state: MessageStateName
+    deliver_at_ms: int
+    created_at_ms: int
+
+
+class BatchItemResult(BaseModel):
+    index: int
+    status: int
+    msg_id: str | None = None
+    state: MessageStateName | None = None
+    deliver_at_ms: int | None = None
+    error: str | None = None
+
+
+class BatchResult(BaseModel):
+    results: list[BatchItemResult]
+
+
+class MessageView(BaseModel):
+    topic: str
+    msg_id: str
+    state: MessageStateName
+    deliver_at_ms: int
+    created_at_ms: int
+    delivered_at_ms: int | None = None
+    cancelled_at_ms: int | None = None
+    tag: str | None = None
+    properties: dict[str, str]
+
+
+class CancelResult(BaseModel):
+    topic: str
+    msg_id: str
+    state: Literal["cancelled"]
+    cancelled_at_ms: int
+
+
+class ReceiveRequest(_Strict):
+    max_messages: Annotated[int, Field(ge=1, le=MAX_BATCH)] = 16
+    wait_ms: Annotated[int, Field(ge=0, le=30_000)] = 0
+    invisible_ms: Annotated[int, Field(ge=1_000, le=43_200_000)] = 30_000
+
+
+class ReceivedMessage(BaseModel):
+    topic: str
+    msg_id: str
+    body: str
+    body_encoding: Literal["utf8", "base64"]
+    properties: dict[str, str]
+    tag: str | None = None
+    deliver_at_ms: int
+    delivered_at_ms: int
+    attempt: int
+    receipt: str
+
+
+class ReceiveResult(BaseModel):
+    messages: list[ReceivedMessage]
+
+
+Receipt = Annotated[str, Field(min_length=1, max_length=512)]
+
+
+class AckRequest(_Strict):
+    receipts: Annotated[list[Receipt], Field(min_length=1, max_length=MAX_BATCH)]
+
+
+class ReceiptResult(BaseModel):
+    receipt: str
+    status: Literal["acked", "expired", "unknown"]
+
+
+class AckResult(BaseModel):
+    results: list[ReceiptResult]
+
+
+class FieldError(BaseModel):
+    loc: list[str | int]
+    field: str
+    reason: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details: every error the service returns has this shape."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldError] | None = None
+
+
+class Health(BaseModel):
+    status: str
+    pending_timers: int | None = None
+    writer_queue: int | None = None
+
+
+REQUEST_MODELS: tuple[type[BaseModel], ...] = (SendMessage, SendBatch, ReceiveRequest, AckRequest)
