@@ -15,7 +15,7 @@ MiB = 1024 * 1024
 TEN_YEARS_MS = 315_576_000_000  # 10 x 365.25 days, api.md's default maximum delay
 
 
-class Role(str, enum.Enum):
+class Role(enum.StrEnum):
     PRODUCER = "producer"
     CONSUMER = "consumer"
     ADMIN = "admin"

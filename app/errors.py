@@ -72,7 +72,12 @@ def problem(
     errors: Sequence[dict[str, Any]] | None = None,
     headers: dict[str, str] | None = None,
 ) -> Response:
-    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
     if errors:
         body["errors"] = list(errors)
     return Response(orjson.dumps(body), status_code=status, media_type=PROBLEM, headers=headers)
@@ -84,7 +89,9 @@ def field_errors(raw: Sequence[Any], prefix: Sequence[str | int] = ()) -> list[d
     for err in raw:
         loc = [*prefix, *(p for p in err.get("loc", ()) if p != "__root__")]
         named = [str(p) for p in loc if not isinstance(p, int)]
-        field = ".".join(str(p) for p in loc[1:]) if len(loc) > 1 else (named[-1] if named else "body")
+        field = (
+            ".".join(str(p) for p in loc[1:]) if len(loc) > 1 else (named[-1] if named else "body")
+        )
         out.append({"loc": loc, "field": field or "body", "reason": str(err.get("msg", "invalid"))})
     return out
 

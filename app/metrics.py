@@ -66,10 +66,14 @@ class EngineCollector(Collector):
             "rocktimer_pending_timers", "Scheduled messages not yet due", e.writer.pending_timers
         )
         yield GaugeMetricFamily(
-            "rocktimer_writer_queue_depth", "Client ops waiting for the writer", e.writer.queue_depth
+            "rocktimer_writer_queue_depth",
+            "Client ops waiting for the writer",
+            e.writer.queue_depth,
         )
         yield GaugeMetricFamily(
-            "rocktimer_put_queue_chunks", "Scanned chunks waiting for the deliverer", e.put_queue.qsize()
+            "rocktimer_put_queue_chunks",
+            "Scanned chunks waiting for the deliverer",
+            e.put_queue.qsize(),
         )
         yield GaugeMetricFamily(
             "rocktimer_long_polls", "Receivers waiting in a long poll", e.notifier.waiting

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 NAME_PATTERN = r"^[%|a-zA-Z0-9_-]{1,127}$"
 MSG_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
@@ -29,7 +29,8 @@ class _Strict(BaseModel):
 
 
 class SendMessage(_Strict):
-    """One message to schedule. At most one of deliver_at_ms, delay_ms, delay_level."""
+    """One message to schedule. At most one of deliver_at_ms, delay_ms, delay_level;
+    none means now."""
 
     msg_id: MsgId | None = None
     body: str
@@ -39,17 +40,6 @@ class SendMessage(_Strict):
     deliver_at_ms: Millis | None = None
     delay_ms: Millis | None = None
     delay_level: Annotated[int, Field(ge=1, le=len(DELAY_LEVELS_MS))] | None = None
-
-    @model_validator(mode="after")
-    def _one_time(self) -> SendMessage:
-        given = [
-            name
-            for name in ("deliver_at_ms", "delay_ms", "delay_level")
-            if getattr(self, name) is not None
-        ]
-        if len(given) > 1:
-            raise ValueError(f"give at most one of deliver_at_ms, delay_ms, delay_level (got {', '.join(given)})")
-        return self
 
 
 class SendBatch(_Strict):

@@ -10,8 +10,8 @@ from typing import NamedTuple
 from rocksdict import (
     DBCompressionType,
     Options,
-    ReadOptions,
     Rdict,
+    ReadOptions,
     WriteBatch,
     WriteOptions,
 )
@@ -100,9 +100,7 @@ class RocksStore:
         found = self._cfs[cf].get(list(keys))
         return list(found) if found is not None else [None] * len(keys)
 
-    def scan(
-        self, cf: CF, start: bytes, end: bytes, limit: int
-    ) -> list[tuple[bytes, bytes]]:
+    def scan(self, cf: CF, start: bytes, end: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         """Up to ``limit`` entries with ``start <= key < end``, in key order.
 
         The iterator seeks straight to ``start`` and stops at ``end`` (ReadOptions upper

@@ -74,6 +74,8 @@ class Deliverer:
                     return
                 self.failures += 1
                 delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
-                log.warning("move of %d timers failed (%s); retrying in %.2fs", len(batch), exc, delay)
+                log.warning(
+                    "move of %d timers failed (%s); retrying in %.2fs", len(batch), exc, delay
+                )
                 attempt += 1
                 time.sleep(delay)

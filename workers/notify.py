@@ -8,6 +8,7 @@ on the event loop; one thread-safe hop per commit, not per receiver.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Iterable
 
@@ -46,10 +47,8 @@ class Notifier:
             woken = [fut for topic in topics for fut in self._waiters.pop(topic, ())]
         loop = self._loop
         if woken and loop is not None:
-            try:
+            with contextlib.suppress(RuntimeError):  # loop closed: nobody left to wake
                 loop.call_soon_threadsafe(_resolve, woken)
-            except RuntimeError:  # loop closed: nobody left to wake
-                pass
 
 
 def _resolve(futures: list[asyncio.Future[None]]) -> None:

@@ -4,6 +4,7 @@ front end makes (each an op on the writer, awaited from the event loop)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 from collections.abc import Callable, Sequence
@@ -79,12 +80,7 @@ class Engine:
 
     @property
     def healthy(self) -> bool:
-        return (
-            self.started
-            and self.writer.running
-            and self.scanner.alive
-            and self.deliverer.alive
-        )
+        return self.started and self.writer.running and self.scanner.alive and self.deliverer.alive
 
     def _committed(self, txn: Txn) -> None:
         if txn.min_new_due is not None:
@@ -144,10 +140,8 @@ class Engine:
                 left = deadline - loop.time()
                 if got or left <= 0:
                     return got
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(woken), timeout=left)
-                except TimeoutError:
-                    pass
             finally:
                 self.notifier.unwatch(topic, woken)
 

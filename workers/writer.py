@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 from collections import deque
@@ -225,10 +226,8 @@ def _complete(results: list[tuple[_Op, bool, Any]]) -> None:
         else:
             fut.set_exception(value)
     for loop, items in by_loop.items():
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
             loop.call_soon_threadsafe(_settle, items)
-        except RuntimeError:  # the loop closed under us: nobody is waiting any more
-            pass
 
 
 def _settle(items: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:

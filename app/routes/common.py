@@ -35,5 +35,3 @@ async def parse(request: Request, model: type[M]) -> M:
 
 def json_response(payload: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
-
-

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from app.config import Role, Settings
 from app.deps import EngineDep, MsgIdPath, SettingsDep, TopicPath, require
 from app.errors import InvalidInput, PayloadTooLarge, invalid, status_of
-from app.routes.common import ERRORS, json_body, json_response, parse
 from app.ids import new_msg_id
+from app.routes.common import ERRORS, json_body, json_response, parse
 from app.schemas import (
     DELAY_LEVELS_MS,
     BatchEnvelope,
@@ -35,6 +35,7 @@ router = APIRouter(
     dependencies=[Depends(require(Role.PRODUCER))],
 )
 
+
 def writable_topic(topic: str) -> str:
     if topic.startswith(RESERVED_PREFIXES):
         reason = "names starting with %RETRY%, %DLQ% or %INVISIBLE% are reserved"
@@ -54,6 +55,12 @@ def to_record(
             f"{field}: {reason}", [{"loc": [*loc, field], "field": field, "reason": reason}]
         )
 
+    given = [f for f in ("deliver_at_ms", "delay_ms", "delay_level") if getattr(msg, f) is not None]
+    if len(given) > 1:
+        raise bad(
+            given[1],
+            f"give at most one of deliver_at_ms, delay_ms, delay_level (got {' and '.join(given)})",
+        )
     if msg.deliver_at_ms is not None:
         deliver_at = msg.deliver_at_ms
         field = "deliver_at_ms"
@@ -77,7 +84,9 @@ def to_record(
         raise PayloadTooLarge(f"body: {len(body)} bytes, over the {settings.max_body_bytes} limit")
     properties = msg.properties or {}
     if len(properties) > settings.max_properties:
-        raise bad("properties", f"{len(properties)} properties, over the {settings.max_properties} limit")
+        raise bad(
+            "properties", f"{len(properties)} properties, over the {settings.max_properties} limit"
+        )
     return MessageRecord(
         topic=topic,
         msg_id=msg.msg_id or new_msg_id(now_ms),
@@ -152,11 +161,19 @@ async def send_messages(
         if outcome is None:
             continue
         if isinstance(outcome, Exception):
-            results[index] = {"index": index, "status": status_of(outcome)[0], "error": str(outcome)}
+            results[index] = {
+                "index": index,
+                "status": status_of(outcome)[0],
+                "error": str(outcome),
+            }
         else:
             item_result = _sent(outcome)
             del item_result["topic"], item_result["created_at_ms"]
-            results[index] = {"index": index, "status": 201 if outcome.created else 200, **item_result}
+            results[index] = {
+                "index": index,
+                "status": 201 if outcome.created else 200,
+                **item_result,
+            }
     return json_response({"results": results})
 
 
@@ -195,5 +212,10 @@ async def get_message(topic: TopicPath, msg_id: MsgIdPath, engine: EngineDep) ->
 async def cancel_message(topic: TopicPath, msg_id: MsgIdPath, engine: EngineDep) -> Response:
     out = await engine.cancel(topic, msg_id)
     return json_response(
-        {"topic": topic, "msg_id": msg_id, "state": "cancelled", "cancelled_at_ms": out.cancelled_at_ms}
+        {
+            "topic": topic,
+            "msg_id": msg_id,
+            "state": "cancelled",
+            "cancelled_at_ms": out.cancelled_at_ms,
+        }
     )

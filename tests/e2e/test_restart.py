@@ -1,0 +1,92 @@
+"""Crash safety: SIGKILL the real server mid-stream, start it again, count every message."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from tests.e2e.conftest import now_ms, receive_all
+from tests.e2e.server import Server
+
+
+def test_sigkill_mid_stream_loses_and_duplicates_nothing(
+    fresh_server: Callable[..., Server], tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    srv = fresh_server(data)
+    topic = "orders"
+    acknowledged: dict[str, int] = {}  # msg_id -> status of the reply
+    attempted: set[str] = set()
+    lock = threading.Lock()
+    start = now_ms()
+    rng = random.Random(3)
+    plan = [(f"m{i:03d}", start + rng.randrange(-500, 2_500)) for i in range(250)]
+
+    def producer(part: list[tuple[str, int]]) -> None:
+        with httpx.Client(base_url=srv.url, timeout=5) as c:
+            for msg_id, due in part:
+                with lock:
+                    attempted.add(msg_id)
+                try:
+                    r = c.post(
+                        f"/v1/topics/{topic}/messages",
+                        json={"msg_id": msg_id, "body": msg_id, "deliver_at_ms": due},
+                    )
+                except httpx.TransportError:
+                    return  # the server died under us
+                assert r.status_code in (200, 201), r.text
+                with lock:
+                    acknowledged[msg_id] = r.status_code
+
+    threads = [threading.Thread(target=producer, args=(plan[i::4],)) for i in range(4)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while len(acknowledged) < 120 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    srv.kill()
+    for t in threads:
+        t.join()
+    assert 120 <= len(acknowledged) < 250, "the kill should land mid-stream"
+
+    again = fresh_server(data)
+    with httpx.Client(base_url=again.url, timeout=30) as c:
+        got = receive_all(c, topic, "g", len(acknowledged), timeout_s=20)
+        time.sleep(max(0, (start + 2_600 - now_ms()) / 1000))
+        got += receive_all(c, topic, "g", 1, timeout_s=1.5)
+    ids = [m["msg_id"] for m in got]
+    assert len(ids) == len(set(ids)), "a message was delivered twice"
+    assert set(acknowledged) <= set(ids), "a send that got 201 was lost"
+    assert set(ids) <= attempted, "a message that was never sent appeared"
+
+
+def test_clean_restart_keeps_timers_and_state(
+    fresh_server: Callable[..., Server], tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    srv = fresh_server(data)
+    due = now_ms() + 2_500
+    with httpx.Client(base_url=srv.url, timeout=10) as c:
+        for i in range(5):
+            r = c.post(
+                "/v1/topics/t/messages", json={"msg_id": f"k{i}", "body": "x", "deliver_at_ms": due}
+            )
+            assert r.status_code == 201
+        assert c.delete("/v1/topics/t/messages/k4").status_code == 200
+    # uvicorn re-raises SIGTERM after its graceful shutdown, so -15 is a clean exit too.
+    assert srv.terminate() in (0, -15)
+    assert "Traceback" not in srv.logs()
+    again = fresh_server(data)
+    with httpx.Client(base_url=again.url, timeout=30) as c:
+        assert c.get("/v1/topics/t/messages/k0").json()["state"] == "scheduled"
+        got = receive_all(c, "t", "g", 4, timeout_s=10)
+        assert sorted(m["msg_id"] for m in got) == ["k0", "k1", "k2", "k3"]
+        assert c.get("/v1/topics/t/messages/k4").json()["state"] == "cancelled"
+        assert (
+            c.post("/v1/topics/t/messages", json={"msg_id": "k4", "body": "x"}).status_code == 409
+        )
