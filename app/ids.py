@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import base64
 import os
 
-_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32, sorts like the numbers
+# RFC 4648 base32 digits → Crockford's, which sort in the same order as their values.
+_CROCKFORD = bytes.maketrans(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+)
 
 
 def new_msg_id(now_ms: int) -> str:
-    value = (now_ms & (2**48 - 1)) << 80 | int.from_bytes(os.urandom(10), "big")
-    out = []
-    for _ in range(26):
-        value, digit = divmod(value, 32)
-        out.append(_ALPHABET[digit])
-    return "".join(reversed(out))
+    """26 characters; ids made in a later millisecond sort after earlier ones."""
+    raw = (now_ms & (2**48 - 1)).to_bytes(6, "big") + os.urandom(10)
+    # 128 bits = 25 digits and 3 bits; the fixed length keeps the order of the numbers.
+    return base64.b32encode(raw)[:26].translate(_CROCKFORD).decode()

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import enum
 import os
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from rocksdict import (
+    BlockBasedOptions,
     DBCompressionType,
     Options,
     Rdict,
@@ -22,31 +22,37 @@ from storage.errors import StorageError, StoreClosedError
 WRITE_BUFFER_BYTES = 64 * 1024 * 1024  # memtable; a 1M-timer storm fits in a few flushes
 BACKGROUND_JOBS = 2  # the machine has two cores; flush + compaction run beside the writer
 BYTES_PER_SYNC = 1024 * 1024  # smooth SST writes instead of one burst at the end
+BLOOM_BITS_PER_KEY = 10  # ~1% false positives: a send of a new msg_id skips SSTs it isn't in
 
 
-class CF(enum.Enum):
-    """Column families (see architecture.md, Storage)."""
+class CF:
+    """Column family names (see architecture.md, Storage).
 
-    TIMERS = "timers"
-    MESSAGES = "messages"
-    LOGS = "logs"
-    INFLIGHT = "inflight"
-    META = "meta"
+    Plain strings, not an Enum: they key dicts on the writer's hot path, where an Enum's
+    Python-level ``__hash__`` showed up in the storm profile.
+    """
+
+    TIMERS: Final = "timers"
+    MESSAGES: Final = "messages"
+    LOGS: Final = "logs"
+    INFLIGHT: Final = "inflight"
+    META: Final = "meta"
+    ALL: Final = (TIMERS, MESSAGES, LOGS, INFLIGHT, META)
 
 
 class Put(NamedTuple):
-    cf: CF
+    cf: str
     key: bytes
     value: bytes
 
 
 class Delete(NamedTuple):
-    cf: CF
+    cf: str
     key: bytes
 
 
 class DeleteRange(NamedTuple):
-    cf: CF
+    cf: str
     begin: bytes
     end: bytes
 
@@ -63,6 +69,9 @@ def _options() -> Options:
     opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
     opts.set_bytes_per_sync(BYTES_PER_SYNC)
     opts.set_compression_type(DBCompressionType.lz4())
+    table = BlockBasedOptions()
+    table.set_bloom_filter(BLOOM_BITS_PER_KEY, False)
+    opts.set_block_based_table_factory(table)
     return opts
 
 
@@ -74,12 +83,12 @@ class RocksStore:
         os.makedirs(self.path, exist_ok=True)
         try:
             self._db = Rdict(
-                self.path, _options(), column_families={cf.value: _options() for cf in CF}
+                self.path, _options(), column_families={cf: _options() for cf in CF.ALL}
             )
         except Exception as exc:  # rocksdict raises plain exceptions
             raise StorageError(f"cannot open store at {self.path}: {exc}") from exc
-        self._cfs = {cf: self._db.get_column_family(cf.value) for cf in CF}
-        self._handles = {cf: self._db.get_column_family_handle(cf.value) for cf in CF}
+        self._cfs = {cf: self._db.get_column_family(cf) for cf in CF.ALL}
+        self._handles = {cf: self._db.get_column_family_handle(cf) for cf in CF.ALL}
         self._synced = WriteOptions()
         self._synced.sync = True
         self._unsynced = WriteOptions()
@@ -87,12 +96,12 @@ class RocksStore:
 
     # --- reads ---------------------------------------------------------------------------
 
-    def get(self, cf: CF, key: bytes) -> bytes | None:
+    def get(self, cf: str, key: bytes) -> bytes | None:
         self._check_open()
         value = self._cfs[cf].get(key)
         return None if value is None else bytes(value)
 
-    def get_many(self, cf: CF, keys: Sequence[bytes]) -> list[bytes | None]:
+    def get_many(self, cf: str, keys: Sequence[bytes]) -> list[bytes | None]:
         """One multi-get for many keys (missing keys give None)."""
         self._check_open()
         if not keys:
@@ -100,7 +109,7 @@ class RocksStore:
         found = self._cfs[cf].get(list(keys))
         return list(found) if found is not None else [None] * len(keys)
 
-    def scan(self, cf: CF, start: bytes, end: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+    def scan(self, cf: str, start: bytes, end: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         """Up to ``limit`` entries with ``start <= key < end``, in key order.
 
         The iterator seeks straight to ``start`` and stops at ``end`` (ReadOptions upper
@@ -117,7 +126,7 @@ class RocksStore:
             it.next()
         return out
 
-    def first_key(self, cf: CF, start: bytes, end: bytes) -> bytes | None:
+    def first_key(self, cf: str, start: bytes, end: bytes) -> bytes | None:
         found = self.scan(cf, start, end, 1)
         return found[0][0] if found else None
 
@@ -136,12 +145,37 @@ class RocksStore:
             else:
                 assert isinstance(op, DeleteRange)
                 batch.delete_range(op.begin, op.end, handles[op.cf])
+        self._commit(batch, sync)
+
+    def write_staged(
+        self,
+        ranges: Sequence[DeleteRange],
+        staged: dict[str, dict[bytes, bytes | None]],
+        *,
+        sync: bool,
+    ) -> None:
+        """Like ``write``, from range deletes and per-CF final values (None = delete)."""
+        self._check_open()
+        batch = WriteBatch(raw_mode=True)
+        handles = self._handles
+        for r in ranges:
+            batch.delete_range(r.begin, r.end, handles[r.cf])
+        for cf, values in staged.items():
+            handle = handles[cf]
+            for key, value in values.items():
+                if value is None:
+                    batch.delete(key, handle)
+                else:
+                    batch.put(key, value, handle)
+        self._commit(batch, sync)
+
+    def _commit(self, batch: WriteBatch, sync: bool) -> None:
         try:
             self._db.write(batch, self._synced if sync else self._unsynced)
         except Exception as exc:
             raise StorageError(f"write failed: {exc}") from exc
 
-    def compact(self, cf: CF, begin: bytes | None, end: bytes | None) -> None:
+    def compact(self, cf: str, begin: bytes | None, end: bytes | None) -> None:
         """Compact a key range so that its tombstones are dropped from disk."""
         self._check_open()
         try:
@@ -149,7 +183,7 @@ class RocksStore:
         except Exception as exc:
             raise StorageError(f"compaction failed: {exc}") from exc
 
-    def property_int(self, cf: CF, name: str) -> int:
+    def property_int(self, cf: str, name: str) -> int:
         value = self._cfs[cf].property_int_value(name)
         return int(value or 0)
 

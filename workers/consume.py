@@ -8,7 +8,7 @@ key, fired by the same scanner and deliverer as scheduled messages.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from storage import keys
 from storage.records import (
@@ -64,7 +64,9 @@ def _hold(
 ) -> Received:
     attempt = (prev.attempts if prev else 0) + 1
     generation = (prev.generation if prev else 0) + 1
-    deadline = txn.now_ms + invisible_ms
+    # A timer key must fall due after this batch's `now` (Writer.scan_horizon): one due now
+    # could land behind the scanner's cursor and never fire, or inside a span being moved.
+    deadline = txn.now_ms + max(invisible_ms, 1)
     held = Inflight(
         GroupState.INFLIGHT, attempt, generation, deadline, prev.last_failure_ms if prev else 0
     )
@@ -99,7 +101,7 @@ def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
             continue
         seq, held = found
         _drop_invisibility(txn, topic, group, seq, held)
-        acked = replace(held, state=GroupState.ACKED)
+        acked = held._replace(state=GroupState.ACKED)
         txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(acked))
         out.append(ACKED)
     txn.sync = True
@@ -133,7 +135,7 @@ def expire(txn: Txn, timer: keys.InvisibleIdent) -> None:
     held = decode_inflight(raw)
     if held.state is not GroupState.INFLIGHT or held.generation != timer.generation:
         return  # acked or re-held since: a stale timer
-    ready = replace(held, state=GroupState.READY, last_failure_ms=txn.now_ms)
+    ready = held._replace(state=GroupState.READY, last_failure_ms=txn.now_ms)
     txn.put(CF.INFLIGHT, slot, encode_inflight(ready))
     lanes.append(txn, keys.retry_lane(timer.topic, timer.group), keys.u64(timer.seq))
     txn.woken_topics.add(timer.topic)

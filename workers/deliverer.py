@@ -51,9 +51,10 @@ class Deliverer:
                     batch = self.put_queue.get(timeout=0.1)
                 except queue.Empty:
                     continue
+                batch = Chunk(batch, batch.cancel_mark)  # later chunks' marks are not older
                 while len(batch) < DELIVER_BATCH:
                     try:
-                        batch = batch + self.put_queue.get_nowait()
+                        batch.extend(self.put_queue.get_nowait())
                     except queue.Empty:
                         break
                 self._move(batch)
@@ -66,7 +67,9 @@ class Deliverer:
         attempt = 0
         while not self._stop.is_set():
             try:
-                self.moved += self.writer.call(lambda txn: move_due(txn, batch), durable=False)
+                self.moved += self.writer.call(
+                    lambda txn: move_due(txn, batch, batch.cancel_mark), durable=False
+                )
                 self.batches += 1
                 return
             except RocktimerError as exc:

@@ -97,22 +97,7 @@ class Engine:
 
     async def send_batch(self, recs: Sequence[MessageRecord | None]) -> list[ItemOutcome | None]:
         """One op, one commit: each item succeeds or fails alone (None items are skipped)."""
-
-        def op(txn: Txn) -> list[ItemOutcome | None]:
-            out: list[ItemOutcome | None] = []
-            for rec in recs:
-                if rec is None:
-                    out.append(None)
-                    continue
-                point = txn.savepoint()
-                try:
-                    out.append(messages.send(txn, rec))
-                except Exception as exc:
-                    txn.rollback(point)
-                    out.append(exc)
-            return out
-
-        return await self.writer.submit(op, durable=True)
+        return await self.writer.submit(lambda txn: messages.send_many(txn, recs), durable=True)
 
     async def cancel(self, topic: str, msg_id: str) -> messages.CancelOutcome:
         return await self.writer.submit(

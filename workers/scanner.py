@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Iterable
 
 from storage import keys
 from storage.store import CF, RocksStore
@@ -24,7 +25,19 @@ PUT_QUEUE_CHUNKS = 4  # chunks waiting for the deliverer: ~8k timers in memory a
 BUSY_BACKOFF_MS = 1  # a due key beyond the scan horizon: the writer is mid-commit
 _END = b"\xff" * 9  # past every timer key
 
-Chunk = list[tuple[bytes, bytes]]
+
+class Chunk(list[tuple[bytes, bytes]]):
+    """Due timer entries in key order, with the writer's count of committed cancels read
+    just before the scan: if no cancel committed since, the move can skip re-reading the
+    index (Writer.cancels_committed)."""
+
+    __slots__ = ("cancel_mark",)
+
+    def __init__(
+        self, entries: Iterable[tuple[bytes, bytes]] = (), cancel_mark: int | None = None
+    ) -> None:
+        super().__init__(entries)
+        self.cancel_mark = cancel_mark
 
 
 class Scanner:
@@ -87,7 +100,11 @@ class Scanner:
         self._sleep_until = None
         self._wake.clear()
         horizon = self.writer.scan_horizon()
-        found = self.store.scan(CF.TIMERS, self.cursor, keys.due_bound(horizon + 1), self.chunk)
+        mark = self.writer.cancels_committed  # read before the scan's snapshot is taken
+        found = Chunk(
+            self.store.scan(CF.TIMERS, self.cursor, keys.due_bound(horizon + 1), self.chunk),
+            mark,
+        )
         self.scans += 1
         if found:
             self._hand_over(found)

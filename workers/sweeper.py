@@ -51,10 +51,17 @@ class Sweeper:
         return True
 
     def _run(self) -> None:
+        next_sweep = self.clock.now_ms() + self.interval_ms
         while not self._stop:
-            self.clock.wait(self._wake, self.clock.now_ms() + self.interval_ms)
+            self.clock.wait(self._wake, next_sweep)
+            # Clear the wake-up, or every later wait returns at once (FakeClock.advance sets
+            # it to make waiters look at the clock again): a busy loop of compactions.
+            self._wake.clear()
             if self._stop:
                 return
+            if self.clock.now_ms() < next_sweep:
+                continue
+            next_sweep = self.clock.now_ms() + self.interval_ms
             try:
                 self.sweep()
             except StorageError as exc:

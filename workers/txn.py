@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from storage.keys import PENDING_KEY
-from storage.store import CF, Delete, DeleteRange, Put, RocksStore, WriteOp
+from storage.store import CF, DeleteRange, RocksStore
 
 _MISSING = object()
 
@@ -16,38 +16,39 @@ class Txn:
     Each op runs inside a savepoint: if it raises, its staged writes are rolled back and
     the other ops of the batch are untouched, so one bad request never writes half.
     Range deletes are not visible to reads; they only ever cover timer keys that the
-    batch has already moved (see Writer).
+    batch has already moved (see Writer.scan_horizon).
     """
 
-    def __init__(self, store: RocksStore, now_ms: int) -> None:
+    def __init__(self, store: RocksStore, now_ms: int, cancels_committed: int = 0) -> None:
         self.store = store
         self.now_ms = now_ms
+        self.cancels_committed = cancels_committed  # the writer's count before this batch
+        self.cancels = 0  # cancels staged in this batch
         self.sync = False
         self.pending_delta = 0
         self.min_new_due: int | None = None
         self.woken_topics: set[str] = set()
         self.lateness_ms: list[int] = []
-        self._overlay: dict[tuple[CF, bytes], bytes | None] = {}
+        # One dict per column family: key -> final value (None = delete).
+        self._staged: dict[str, dict[bytes, bytes | None]] = {cf: {} for cf in CF.ALL}
         self._ranges: list[DeleteRange] = []
-        self._undo: list[tuple[tuple[CF, bytes], object]] = []
+        self._undo: list[tuple[dict[bytes, bytes | None], bytes, object]] = []
         self._hooks: list[Callable[[], None]] = []
 
     # --- reads ---------------------------------------------------------------------------
 
-    def get(self, cf: CF, key: bytes) -> bytes | None:
-        staged = self._overlay.get((cf, key), _MISSING)
-        if staged is not _MISSING:
-            return staged  # type: ignore[return-value]
+    def get(self, cf: str, key: bytes) -> bytes | None:
+        staged = self._staged[cf]
+        if key in staged:
+            return staged[key]
         return self.store.get(cf, key)
 
-    def get_many(self, cf: CF, keys: Sequence[bytes]) -> list[bytes | None]:
-        out: list[bytes | None] = []
-        missing: list[int] = []
-        for i, key in enumerate(keys):
-            staged = self._overlay.get((cf, key), _MISSING)
-            out.append(None if staged is _MISSING else staged)  # type: ignore[arg-type]
-            if staged is _MISSING:
-                missing.append(i)
+    def get_many(self, cf: str, keys: Sequence[bytes]) -> list[bytes | None]:
+        staged = self._staged[cf]
+        if not staged:
+            return self.store.get_many(cf, keys)
+        missing = [i for i, key in enumerate(keys) if key not in staged]
+        out = [staged.get(key) for key in keys]
         if missing:
             found = self.store.get_many(cf, [keys[i] for i in missing])
             for i, value in zip(missing, found, strict=True):
@@ -56,13 +57,17 @@ class Txn:
 
     # --- writes --------------------------------------------------------------------------
 
-    def put(self, cf: CF, key: bytes, value: bytes) -> None:
-        self._stage((cf, key), value)
+    def put(self, cf: str, key: bytes, value: bytes) -> None:
+        staged = self._staged[cf]
+        self._undo.append((staged, key, staged.get(key, _MISSING)))
+        staged[key] = value
 
-    def delete(self, cf: CF, key: bytes) -> None:
-        self._stage((cf, key), None)
+    def delete(self, cf: str, key: bytes) -> None:
+        staged = self._staged[cf]
+        self._undo.append((staged, key, staged.get(key, _MISSING)))
+        staged[key] = None
 
-    def delete_range(self, cf: CF, begin: bytes, end: bytes) -> None:
+    def delete_range(self, cf: str, begin: bytes, end: bytes) -> None:
         self._ranges.append(DeleteRange(cf, begin, end))
 
     def add_pending(self, delta: int) -> None:
@@ -76,10 +81,6 @@ class Txn:
     def on_commit(self, hook: Callable[[], None]) -> None:
         self._hooks.append(hook)
 
-    def _stage(self, slot: tuple[CF, bytes], value: bytes | None) -> None:
-        self._undo.append((slot, self._overlay.get(slot, _MISSING)))
-        self._overlay[slot] = value
-
     # --- savepoints ----------------------------------------------------------------------
 
     def savepoint(self) -> tuple[int, int, int, int]:
@@ -89,25 +90,22 @@ class Txn:
         """Undo everything staged since ``point`` (hints and wake-ups may stay: harmless)."""
         undo_len, ranges_len, pending, hooks_len = point
         while len(self._undo) > undo_len:
-            slot, old = self._undo.pop()
+            staged, key, old = self._undo.pop()
             if old is _MISSING:
-                del self._overlay[slot]
+                del staged[key]
             else:
-                self._overlay[slot] = old  # type: ignore[assignment]
+                staged[key] = old  # type: ignore[assignment]
         del self._ranges[ranges_len:]
         del self._hooks[hooks_len:]
         self.pending_delta = pending
 
     # --- commit --------------------------------------------------------------------------
 
-    def write_ops(self, pending_total: int) -> list[WriteOp]:
-        """Range deletes first (they cover only moved keys), then each key's final value."""
-        ops: list[WriteOp] = list(self._ranges)
-        for (cf, key), value in self._overlay.items():
-            ops.append(Delete(cf, key) if value is None else Put(cf, key, value))
+    def commit(self, pending_total: int) -> None:
+        """Write everything staged as one WriteBatch (range deletes first)."""
         if self.pending_delta:
-            ops.append(Put(CF.META, PENDING_KEY, pending_total.to_bytes(8, "big")))
-        return ops
+            self._staged[CF.META][PENDING_KEY] = pending_total.to_bytes(8, "big")
+        self.store.write_staged(self._ranges, self._staged, sync=self.sync)
 
     def run_hooks(self) -> None:
         for hook in self._hooks:
@@ -115,4 +113,4 @@ class Txn:
 
     @property
     def empty(self) -> bool:
-        return not self._overlay and not self._ranges
+        return not self._ranges and not any(self._staged.values())

@@ -80,6 +80,9 @@ class Writer:
         self.pending_timers = read_u64(raw) if raw else 0
         self.batches = 0
         self.ops_done = 0
+        # Cancels committed so far. A scanned chunk remembers the count; if it is unchanged
+        # when the chunk is moved, no message in it can have been cancelled meanwhile.
+        self.cancels_committed = 0
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -182,7 +185,7 @@ class Writer:
         with self._horizon_lock:
             now = self.clock.now_ms()
             self._batch_now = now
-        txn = Txn(self.store, now)
+        txn = Txn(self.store, now, self.cancels_committed)
         results: list[tuple[_Op, bool, Any]] = []
         try:
             for op in ops:
@@ -197,8 +200,9 @@ class Writer:
                     results.append((op, False, exc))
             if not txn.empty:
                 total = self.pending_timers + txn.pending_delta
-                self.store.write(txn.write_ops(total), sync=txn.sync)
+                txn.commit(total)
                 self.pending_timers = total
+                self.cancels_committed += txn.cancels  # only after the write is visible
         except StorageError as exc:
             log.error("commit of %d ops failed: %s", len(ops), exc)
             results = [(op, False, exc) for op, _, _ in results]
