@@ -15,7 +15,7 @@ from app import errors
 from app.config import Settings
 from app.limits import BodyLimit
 from app.metrics import LatenessHistogram, registry_for
-from app.routes import consumers, producers, service
+from app.routes import admin, consumers, producers, service
 from app.schemas import REQUEST_MODELS
 from workers.clock import Clock
 from workers.runner import Engine
@@ -56,6 +56,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     errors.install(app)
     app.include_router(producers.router)
     app.include_router(consumers.router)
+    app.include_router(admin.router)
     app.include_router(service.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     _document_request_bodies(app)

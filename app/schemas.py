@@ -11,14 +11,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from workers.retry import DELAY_LEVELS_MS, MAX_RETRY_DELAY_MS, GroupSettings
+
 NAME_PATTERN = r"^[%|a-zA-Z0-9_-]{1,127}$"
 MSG_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 U63 = 2**63 - 1  # times and durations fit a signed 64-bit int in every client language
 MAX_BATCH = 1000
-DELAY_LEVELS_MS = (
-    1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000,
-    360_000, 420_000, 480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
-)  # fmt: skip  # RocketMQ 4.x: 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h
 
 MsgId = Annotated[str, Field(pattern=MSG_ID_PATTERN, examples=["order-42"])]
 Millis = Annotated[int, Field(ge=0, le=U63)]
@@ -106,6 +104,7 @@ class ReceiveRequest(_Strict):
 class ReceivedMessage(BaseModel):
     topic: str
     msg_id: str
+    source_topic: str | None = None  # set on dead letters: the topic it failed on
     body: str
     body_encoding: Literal["utf8", "base64"]
     properties: dict[str, str]
@@ -136,6 +135,56 @@ class AckResult(BaseModel):
     results: list[ReceiptResult]
 
 
+class NackRequest(_Strict):
+    receipts: Annotated[list[Receipt], Field(min_length=1, max_length=MAX_BATCH)]
+    delay_ms: Annotated[int, Field(ge=0, le=MAX_RETRY_DELAY_MS)] | None = None
+
+
+class NackReceiptResult(BaseModel):
+    receipt: str
+    status: Literal["nacked", "expired", "unknown"]
+
+
+class NackResult(BaseModel):
+    results: list[NackReceiptResult]
+
+
+class InvisibilityRequest(_Strict):
+    receipt: Receipt
+    invisible_ms: Annotated[int, Field(ge=1_000, le=43_200_000)]
+
+
+class InvisibilityResult(BaseModel):
+    receipt: str
+
+
+class GroupMessageState(BaseModel):
+    state: Literal["pending", "inflight", "retrying", "acked", "dead"]
+    attempts: int
+    next_visible_ms: int | None = None
+    last_failure_ms: int | None = None
+
+
+class DeadLetterItem(BaseModel):
+    topic: str
+    msg_id: str
+    attempts: int
+    last_failure_ms: int
+    dead_at_ms: int
+
+
+class DeadLetterPage(BaseModel):
+    items: list[DeadLetterItem]
+    next_cursor: str | None = None
+
+
+class RedriveResult(BaseModel):
+    topic: str
+    group: str
+    msg_id: str
+    state: Literal["pending"]
+
+
 class FieldError(BaseModel):
     loc: list[str | int]
     field: str
@@ -158,4 +207,12 @@ class Health(BaseModel):
     writer_queue: int | None = None
 
 
-REQUEST_MODELS: tuple[type[BaseModel], ...] = (SendMessage, SendBatch, ReceiveRequest, AckRequest)
+REQUEST_MODELS: tuple[type[BaseModel], ...] = (
+    SendMessage,
+    SendBatch,
+    ReceiveRequest,
+    AckRequest,
+    NackRequest,
+    InvisibilityRequest,
+    GroupSettings,
+)

@@ -66,27 +66,46 @@ def message_timer_key(due_ms: int, topic: str, msg_id: str) -> bytes:
     return timer_key(due_ms, topic, msg_id.encode())
 
 
+def group_timer_key(
+    prefix: str, due_ms: int, topic: str, group: str, seq: int, generation: int
+) -> bytes:
+    """A timer about one group's hold on one message (``prefix`` says which kind)."""
+    ident = topic.encode() + SEP + _U64.pack(seq) + _U64.pack(generation)
+    return timer_key(due_ms, prefix + group, ident)
+
+
 def invisible_timer_key(due_ms: int, topic: str, group: str, seq: int, generation: int) -> bytes:
     """The end of a held message's invisibility; the generation makes a stale timer harmless."""
-    ident = topic.encode() + SEP + _U64.pack(seq) + _U64.pack(generation)
-    return timer_key(due_ms, INVISIBLE_PREFIX + group, ident)
+    return group_timer_key(INVISIBLE_PREFIX, due_ms, topic, group, seq, generation)
 
 
-class InvisibleIdent(NamedTuple):
+def retry_timer_key(due_ms: int, topic: str, group: str, seq: int, generation: int) -> bytes:
+    """The end of a failed message's retry back-off, after which it is visible again."""
+    return group_timer_key(RETRY_PREFIX, due_ms, topic, group, seq, generation)
+
+
+class GroupTimer(NamedTuple):
     topic: str
     group: str
     seq: int
     generation: int
 
 
-def decode_invisible(key: TimerKey) -> InvisibleIdent:
+InvisibleIdent = GroupTimer
+
+
+def decode_group_timer(key: TimerKey) -> GroupTimer:
     sep = key.ident.index(SEP)
-    return InvisibleIdent(
+    prefix = INVISIBLE_PREFIX if key.target.startswith(INVISIBLE_PREFIX) else RETRY_PREFIX
+    return GroupTimer(
         key.ident[:sep].decode(),
-        key.target[len(INVISIBLE_PREFIX) :],
+        key.target[len(prefix) :],
         read_u64(key.ident, sep + 1),
         read_u64(key.ident, sep + 9),
     )
+
+
+decode_invisible = decode_group_timer
 
 
 # --- uniq-key index: topic ‖ 0x00 ‖ msg_id ----------------------------------------------
@@ -137,6 +156,22 @@ def cursor_key(lane: bytes, group: str) -> bytes:
 
 def group_key(topic: str, group: str) -> bytes:
     return b"group" + SEP + topic.encode() + SEP + group.encode()
+
+
+# --- dead letters: topic ‖ 0x00 ‖ group ‖ 0x00 ‖ u64be(dead_at_ms) ‖ u64be(seq) ------------
+
+
+def dead_prefix(topic: str, group: str) -> bytes:
+    return topic.encode() + SEP + group.encode() + SEP
+
+
+def dead_key(topic: str, group: str, dead_at_ms: int, seq: int) -> bytes:
+    return dead_prefix(topic, group) + _U64.pack(dead_at_ms) + _U64.pack(seq)
+
+
+def dlq_lane(group: str) -> bytes:
+    """The log of topic ``%DLQ%group``: every dead letter of the group, any source topic."""
+    return topic_lane(DLQ_PREFIX + group)
 
 
 WATERMARK_KEY = b"timer-watermark"

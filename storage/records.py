@@ -163,12 +163,37 @@ def decode_inflight(data: bytes) -> Inflight:
         raise CorruptRecordError(f"undecodable in-flight record: {exc}") from exc
 
 
+_DEAD = struct.Struct(">HQQ")
+
+
+class DeadLetter(NamedTuple):
+    """A dead letter's listing entry (the message itself is in the %DLQ% topic log)."""
+
+    msg_id: str
+    attempts: int
+    last_failure_ms: int
+    dead_at_ms: int
+
+
+def encode_dead(d: DeadLetter) -> bytes:
+    return _DEAD.pack(d.attempts, d.last_failure_ms, d.dead_at_ms) + d.msg_id.encode()
+
+
+def decode_dead(data: bytes) -> DeadLetter:
+    try:
+        attempts, failure, dead_at = _DEAD.unpack_from(data)
+        return DeadLetter(data[_DEAD.size :].decode(), attempts, failure, dead_at)
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise CorruptRecordError(f"undecodable dead letter: {exc}") from exc
+
+
 # --- timer values: one kind byte, then the payload ----------------------------------------
 
 
 class TimerKind(enum.IntEnum):
     MESSAGE = 1  # payload: the message record; fires into the topic log
     INVISIBLE = 2  # payload: empty; fires the end of an invisibility window
+    RETRY = 3  # payload: empty; fires the end of a retry back-off
 
 
 def stamp_delivered(record: bytes, at_ms: int) -> bytes:

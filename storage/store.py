@@ -37,7 +37,8 @@ class CF:
     LOGS: Final = "logs"
     INFLIGHT: Final = "inflight"
     META: Final = "meta"
-    ALL: Final = (TIMERS, MESSAGES, LOGS, INFLIGHT, META)
+    DEAD: Final = "dead"  # dead letters per (topic, group), oldest first
+    ALL: Final = (TIMERS, MESSAGES, LOGS, INFLIGHT, META, DEAD)
 
 
 class Put(NamedTuple):

@@ -1,34 +1,46 @@
-"""Consumer-side ops (run on the writer thread): receive, ack, and the end of invisibility.
+"""Consumer-side ops (run on the writer thread): receive, ack, nack, change invisibility,
+the timers that end invisibility and retry back-off, dead letters and redrive.
 
 A group reads a topic through two lanes: its retry lane for that topic (messages visible
 again after a failed attempt) and then the topic log itself, each from the group's cursor.
-A received message gets an in-flight record and an invisibility timer — an ordinary timer
-key, fired by the same scanner and deliverer as scheduled messages.
+A received message gets an in-flight record and an invisibility timer; a nacked one a
+retry timer. Both are ordinary timer keys, fired by the same scanner and deliverer as
+scheduled messages: there is no second scheduling mechanism.
+
+Per message and group: INFLIGHT (held, until deadline) → acked, or a failed attempt
+(nack, or the invisibility ran out) → RETRYING (until the back-off ends) → READY (in the
+retry lane) → INFLIGHT again …; after ``max_attempts`` failed attempts → DEAD (%DLQ%).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from storage import keys
 from storage.records import (
+    DeadLetter,
     GroupState,
     Inflight,
     MessageRecord,
+    MessageState,
     TimerKind,
+    decode_dead,
+    decode_index,
     decode_inflight,
     decode_message,
+    encode_dead,
     encode_inflight,
     timer_value,
 )
-from storage.store import CF
+from storage.store import CF, RocksStore
 from workers import lanes
+from workers.errors import MessageConflict, MessageNotFound
 from workers.receipts import decode_receipt, encode_receipt
+from workers.retry import GroupSettings, decode_settings, encode_settings, retry_delay_ms
 from workers.txn import Txn
 
 
-@dataclass(frozen=True, slots=True)
-class Received:
+class Received(NamedTuple):
     record: MessageRecord
     attempt: int
     receipt: str
@@ -64,26 +76,33 @@ def _hold(
 ) -> Received:
     attempt = (prev.attempts if prev else 0) + 1
     generation = (prev.generation if prev else 0) + 1
-    # A timer key must fall due after this batch's `now` (Writer.scan_horizon): one due now
-    # could land behind the scanner's cursor and never fire, or inside a span being moved.
-    deadline = txn.now_ms + max(invisible_ms, 1)
     held = Inflight(
-        GroupState.INFLIGHT, attempt, generation, deadline, prev.last_failure_ms if prev else 0
+        GroupState.INFLIGHT,
+        attempt,
+        generation,
+        txn.now_ms + invisible_ms,
+        prev.last_failure_ms if prev else 0,
     )
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(held))
-    _put_invisibility(txn, topic, group, seq, held)
+    _put_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
     return Received(record, attempt, encode_receipt(topic, group, seq, generation))
 
 
-def _put_invisibility(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
-    key = keys.invisible_timer_key(held.deadline_ms, topic, group, seq, held.generation)
-    txn.put(CF.TIMERS, key, timer_value(TimerKind.INVISIBLE))
+_TIMER_KEYS = {TimerKind.INVISIBLE: keys.invisible_timer_key, TimerKind.RETRY: keys.retry_timer_key}
+
+
+def _put_timer(
+    txn: Txn, kind: TimerKind, topic: str, group: str, seq: int, held: Inflight
+) -> None:
+    key = _TIMER_KEYS[kind](held.deadline_ms, topic, group, seq, held.generation)
+    txn.put(CF.TIMERS, key, timer_value(kind))
     txn.schedule_hint(held.deadline_ms)
 
 
-def _drop_invisibility(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
-    key = keys.invisible_timer_key(held.deadline_ms, topic, group, seq, held.generation)
-    txn.delete(CF.TIMERS, key)
+def _drop_timer(
+    txn: Txn, kind: TimerKind, topic: str, group: str, seq: int, held: Inflight
+) -> None:
+    txn.delete(CF.TIMERS, _TIMER_KEYS[kind](held.deadline_ms, topic, group, seq, held.generation))
 
 
 ACKED = "acked"
@@ -100,12 +119,59 @@ def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
             out.append(found)
             continue
         seq, held = found
-        _drop_invisibility(txn, topic, group, seq, held)
+        _drop_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
         acked = held._replace(state=GroupState.ACKED)
         txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(acked))
         out.append(ACKED)
     txn.sync = True
     return out
+
+
+def nack(
+    txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | None
+) -> list[str]:
+    """The attempts failed: each message comes back after the group's retry delay (or
+    ``delay_ms``), or goes to the dead-letter queue after ``max_attempts``. Per receipt:
+    ``nacked``, ``expired`` or ``unknown``."""
+    settings = group_settings(txn, topic, group)
+    out: list[str] = []
+    for receipt in receipts:
+        found = _held(txn, topic, group, receipt)
+        if isinstance(found, str):
+            out.append(EXPIRED if found == ACKED else found)
+            continue
+        seq, held = found
+        _drop_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
+        delay = delay_ms if delay_ms is not None else retry_delay_ms(settings.retry, held.attempts)
+        _fail(txn, topic, group, seq, held, delay, settings)
+        out.append("nacked")
+    txn.sync = True
+    return out
+
+
+class ReceiptRejected(MessageConflict):
+    """The receipt no longer controls the message (acked, expired, or received again)."""
+
+
+def change_invisibility(
+    txn: Txn, topic: str, group: str, receipt: str, invisible_ms: int
+) -> str:
+    """Hold the message for ``invisible_ms`` from now; returns the new receipt (the old
+    one stops working), as RocketMQ's changeInvisibleDuration."""
+    found = _held(txn, topic, group, receipt)
+    if isinstance(found, str):
+        if found == UNKNOWN:
+            raise MessageNotFound("no message held by this receipt in this topic and group")
+        raise ReceiptRejected(f"the receipt is {found}: the message is no longer held by it")
+    seq, held = found
+    _drop_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
+    renewed = held._replace(
+        generation=held.generation + 1, deadline_ms=txn.now_ms + invisible_ms
+    )
+    txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(renewed))
+    _put_timer(txn, TimerKind.INVISIBLE, topic, group, seq, renewed)
+    txn.sync = True
+    return encode_receipt(topic, group, seq, renewed.generation)
 
 
 def _held(txn: Txn, topic: str, group: str, receipt: str) -> tuple[int, Inflight] | str:
@@ -126,16 +192,156 @@ def _held(txn: Txn, topic: str, group: str, receipt: str) -> tuple[int, Inflight
     return decoded.seq, held
 
 
-def expire(txn: Txn, timer: keys.InvisibleIdent) -> None:
-    """An invisibility ran out: a failed attempt; the message is visible again at once."""
+def _fail(
+    txn: Txn,
+    topic: str,
+    group: str,
+    seq: int,
+    held: Inflight,
+    delay_ms: int,
+    settings: GroupSettings,
+) -> None:
+    """A failed attempt: dead after max_attempts, else visible again after ``delay_ms``."""
+    now = txn.now_ms
+    if held.attempts >= settings.max_attempts:
+        _bury(txn, topic, group, seq, held)
+        return
+    if delay_ms <= 0:  # due now: never a timer key (see Writer.scan_horizon)
+        _make_ready(txn, topic, group, seq, held._replace(last_failure_ms=now))
+        return
+    waiting = held._replace(
+        state=GroupState.RETRYING, deadline_ms=now + delay_ms, last_failure_ms=now
+    )
+    txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(waiting))
+    _put_timer(txn, TimerKind.RETRY, topic, group, seq, waiting)
+
+
+def _make_ready(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
+    ready = held._replace(state=GroupState.READY, deadline_ms=txn.now_ms)
+    txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(ready))
+    lanes.append(txn, keys.retry_lane(topic, group), keys.u64(seq))
+    txn.woken_topics.add(topic)
+
+
+def _bury(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
+    """Move the message to %DLQ%group, keeping its source topic, attempts, last failure."""
+    now = txn.now_ms
+    raw = txn.get(CF.LOGS, keys.log_key(keys.topic_lane(topic), seq))
+    dead = held._replace(state=GroupState.DEAD, deadline_ms=now, last_failure_ms=now)
+    txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(dead))
+    if raw is None:
+        return  # swept past retention: nothing left to keep
+    record = decode_message(raw)
+    lanes.append(txn, keys.dlq_lane(group), raw)
+    letter = DeadLetter(record.msg_id, held.attempts, now, now)
+    txn.put(CF.DEAD, keys.dead_key(topic, group, now, seq), encode_dead(letter))
+    txn.woken_topics.add(keys.DLQ_PREFIX + group)
+
+
+def fire(txn: Txn, timer_key: bytes, kind: int) -> None:
+    """A group timer fell due (called by the deliverer's move for non-message timers)."""
+    timer = keys.decode_group_timer(keys.decode_timer_key(timer_key))
     slot = keys.inflight_key(timer.topic, timer.group, timer.seq)
     raw = txn.get(CF.INFLIGHT, slot)
     if raw is None:
         return
     held = decode_inflight(raw)
-    if held.state is not GroupState.INFLIGHT or held.generation != timer.generation:
-        return  # acked or re-held since: a stale timer
-    ready = held._replace(state=GroupState.READY, last_failure_ms=txn.now_ms)
-    txn.put(CF.INFLIGHT, slot, encode_inflight(ready))
-    lanes.append(txn, keys.retry_lane(timer.topic, timer.group), keys.u64(timer.seq))
-    txn.woken_topics.add(timer.topic)
+    if held.generation != timer.generation:
+        return  # acked, nacked or re-held since: a stale timer
+    if kind == TimerKind.INVISIBLE and held.state is GroupState.INFLIGHT:
+        # The invisibility ran out: a failed attempt, visible again at once.
+        settings = group_settings(txn, timer.topic, timer.group)
+        _fail(txn, timer.topic, timer.group, timer.seq, held, 0, settings)
+    elif kind == TimerKind.RETRY and held.state is GroupState.RETRYING:
+        _make_ready(txn, timer.topic, timer.group, timer.seq, held)
+
+
+def expire(txn: Txn, timer: keys.GroupTimer) -> None:
+    """An invisibility ran out (kept for callers holding a decoded timer)."""
+    key = keys.invisible_timer_key(0, timer.topic, timer.group, timer.seq, timer.generation)
+    fire(txn, key, TimerKind.INVISIBLE)
+
+
+def redrive(txn: Txn, topic: str, group: str, msg_id: str) -> None:
+    """Put a dead letter back into the group's flow on ``topic``, attempts reset."""
+    seq = _delivered_seq(txn.get(CF.MESSAGES, keys.message_key(topic, msg_id)))
+    raw = txn.get(CF.INFLIGHT, keys.inflight_key(topic, group, seq)) if seq is not None else None
+    held = decode_inflight(raw) if raw is not None else None
+    if seq is None or held is None or held.state is not GroupState.DEAD:
+        raise MessageNotFound(f"{msg_id!r} from topic {topic!r} is not a dead letter of {group!r}")
+    txn.delete(CF.DEAD, keys.dead_key(topic, group, held.deadline_ms, seq))
+    fresh = held._replace(attempts=0, generation=held.generation + 1)
+    _make_ready(txn, topic, group, seq, fresh)
+    txn.sync = True
+
+
+def _delivered_seq(raw: bytes | None) -> int | None:
+    if raw is None:
+        return None
+    entry = decode_index(raw)
+    return entry.seq if entry.state is MessageState.DELIVERED else None
+
+
+# --- group settings ----------------------------------------------------------------------
+
+
+def group_settings(txn: Txn, topic: str, group: str) -> GroupSettings:
+    return decode_settings(txn.get(CF.META, keys.group_key(topic, group)))
+
+
+def put_group_settings(txn: Txn, topic: str, group: str, settings: GroupSettings) -> None:
+    txn.put(CF.META, keys.group_key(topic, group), encode_settings(settings))
+    txn.sync = True
+
+
+# --- read-only views (no writer needed) ----------------------------------------------------
+
+
+class GroupView(NamedTuple):
+    state: str
+    attempts: int
+    next_visible_ms: int | None
+    last_failure_ms: int | None
+
+
+_STATE_NAMES = {
+    GroupState.INFLIGHT: "inflight",
+    GroupState.READY: "pending",
+    GroupState.RETRYING: "retrying",
+    GroupState.ACKED: "acked",
+    GroupState.DEAD: "dead",
+}
+
+
+def group_view(store: RocksStore, topic: str, group: str, msg_id: str) -> GroupView:
+    """The message as ``group`` sees it; MessageNotFound if the group never saw it."""
+    seq = _delivered_seq(store.get(CF.MESSAGES, keys.message_key(topic, msg_id)))
+    cursor = store.get(CF.META, keys.cursor_key(keys.topic_lane(topic), group))
+    known = cursor is not None or store.get(CF.META, keys.group_key(topic, group)) is not None
+    if seq is None or not known:
+        raise MessageNotFound(f"group {group!r} has not seen {msg_id!r} in topic {topic!r}")
+    raw = store.get(CF.INFLIGHT, keys.inflight_key(topic, group, seq))
+    if raw is None:
+        if cursor is not None and keys.read_u64(cursor) > seq:
+            raise MessageNotFound(f"group {group!r} no longer holds a record of {msg_id!r}")
+        return GroupView("pending", 0, None, None)
+    held = decode_inflight(raw)
+    visible = held.deadline_ms if held.state in (GroupState.INFLIGHT, GroupState.RETRYING) else None
+    if held.state is GroupState.READY:
+        visible = held.deadline_ms
+    return GroupView(
+        _STATE_NAMES[held.state], held.attempts, visible, held.last_failure_ms or None
+    )
+
+
+def dead_letters(
+    store: RocksStore, topic: str, group: str, after: bytes | None, limit: int
+) -> tuple[list[tuple[bytes, DeadLetter]], bool]:
+    """Up to ``limit`` dead letters from ``topic``, oldest first, after key ``after``;
+    and whether more follow."""
+    prefix = keys.dead_prefix(topic, group)
+    start = keys.successor(after) if after else prefix
+    if not start.startswith(prefix):
+        start = prefix
+    found = store.scan(CF.DEAD, start, keys.prefix_end(prefix), limit + 1)
+    return [(k, decode_dead(v)) for k, v in found[:limit]], len(found) > limit

@@ -177,7 +177,7 @@ def move_due(
     moved = 0
     for key, value in entries:
         if value[0] != _MESSAGE_TIMER:
-            consume.expire(txn, keys.decode_invisible(keys.decode_timer_key(key)))
+            consume.fire(txn, key, value[0])
             continue
         if index_raw is not None:
             raw = next(index_raw)

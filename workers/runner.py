@@ -10,12 +10,14 @@ import queue
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from storage.records import MessageRecord
-from storage.store import RocksStore
+from storage import keys
+from storage.records import DeadLetter, MessageRecord
+from storage.store import CF, RocksStore
 from workers import consume, messages
 from workers.clock import Clock, RealClock
 from workers.deliverer import Deliverer
 from workers.notify import Notifier
+from workers.retry import GroupSettings, decode_settings
 from workers.scanner import PUT_QUEUE_CHUNKS, SCAN_CHUNK, Chunk, Scanner
 from workers.sweeper import Sweeper
 from workers.txn import Txn
@@ -134,3 +136,39 @@ class Engine:
         return await self.writer.submit(
             lambda txn: consume.ack(txn, topic, group, receipts), durable=True
         )
+
+    async def nack(
+        self, topic: str, group: str, receipts: list[str], delay_ms: int | None
+    ) -> list[str]:
+        return await self.writer.submit(
+            lambda txn: consume.nack(txn, topic, group, receipts, delay_ms), durable=True
+        )
+
+    async def change_invisibility(
+        self, topic: str, group: str, receipt: str, invisible_ms: int
+    ) -> str:
+        return await self.writer.submit(
+            lambda txn: consume.change_invisibility(txn, topic, group, receipt, invisible_ms),
+            durable=True,
+        )
+
+    async def redrive(self, topic: str, group: str, msg_id: str) -> None:
+        await self.writer.submit(
+            lambda txn: consume.redrive(txn, topic, group, msg_id), durable=True
+        )
+
+    async def put_group_settings(self, topic: str, group: str, settings: GroupSettings) -> None:
+        await self.writer.submit(
+            lambda txn: consume.put_group_settings(txn, topic, group, settings), durable=True
+        )
+
+    def group_settings(self, topic: str, group: str) -> GroupSettings:
+        return decode_settings(self.store.get(CF.META, keys.group_key(topic, group)))
+
+    def group_view(self, topic: str, group: str, msg_id: str) -> consume.GroupView:
+        return consume.group_view(self.store, topic, group, msg_id)
+
+    def dead_letters(
+        self, topic: str, group: str, after: bytes | None, limit: int
+    ) -> tuple[list[tuple[bytes, DeadLetter]], bool]:
+        return consume.dead_letters(self.store, topic, group, after, limit)

@@ -1,4 +1,5 @@
-"""Consumer routes: receive (long poll) and ack (api.md, Consumer)."""
+"""Consumer routes: receive (long poll), ack, nack, invisibility, per-group state and the
+group settings read (api.md, Consumer)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,22 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from app.config import Role
-from app.deps import EngineDep, GroupPath, TopicPath, require
+from app.deps import EngineDep, GroupPath, MsgIdPath, TopicPath, require
 from app.routes.common import ERRORS, json_body, json_response, parse
-from app.schemas import AckRequest, AckResult, ReceiveRequest, ReceiveResult
+from app.schemas import (
+    AckRequest,
+    AckResult,
+    GroupMessageState,
+    InvisibilityRequest,
+    InvisibilityResult,
+    NackRequest,
+    NackResult,
+    ReceiveRequest,
+    ReceiveResult,
+)
 from storage.records import BodyEncoding
 from workers.consume import Received
+from workers.retry import GroupSettings
 
 router = APIRouter(
     prefix="/v1/topics/{topic}/groups/{group}",
@@ -41,6 +53,8 @@ def _received(topic: str, got: Received) -> dict[str, Any]:
     }
     if rec.tag is not None:
         out["tag"] = rec.tag
+    if rec.topic != topic:
+        out["source_topic"] = rec.topic
     return out
 
 
@@ -73,3 +87,62 @@ async def ack_messages(
     statuses = await engine.ack(topic, group, list(req.receipts))
     results = [{"receipt": r, "status": s} for r, s in zip(req.receipts, statuses, strict=True)]
     return json_response({"results": results})
+
+
+@router.post(
+    "/nack",
+    operation_id="nack_messages",
+    summary="Fail received messages: they come back after the retry delay, or go to the DLQ",
+    openapi_extra=json_body(NackRequest),
+    responses={200: {"model": NackResult}, **ERRORS},
+)
+async def nack_messages(
+    topic: TopicPath, group: GroupPath, request: Request, engine: EngineDep
+) -> Response:
+    req = await parse(request, NackRequest)
+    statuses = await engine.nack(topic, group, list(req.receipts), req.delay_ms)
+    results = [{"receipt": r, "status": s} for r, s in zip(req.receipts, statuses, strict=True)]
+    return json_response({"results": results})
+
+
+@router.post(
+    "/invisibility",
+    operation_id="change_invisibility",
+    summary="Hold a received message longer (or shorter); returns a new receipt",
+    openapi_extra=json_body(InvisibilityRequest),
+    responses={200: {"model": InvisibilityResult}, **ERRORS},
+)
+async def change_invisibility(
+    topic: TopicPath, group: GroupPath, request: Request, engine: EngineDep
+) -> Response:
+    req = await parse(request, InvisibilityRequest)
+    receipt = await engine.change_invisibility(topic, group, req.receipt, req.invisible_ms)
+    return json_response({"receipt": receipt})
+
+
+@router.get(
+    "/messages/{msg_id}",
+    operation_id="get_group_message",
+    summary="A message as this group sees it",
+    responses={200: {"model": GroupMessageState}, **ERRORS},
+)
+async def get_group_message(
+    topic: TopicPath, group: GroupPath, msg_id: MsgIdPath, engine: EngineDep
+) -> Response:
+    view = engine.group_view(topic, group, msg_id)
+    out: dict[str, Any] = {"state": view.state, "attempts": view.attempts}
+    if view.next_visible_ms is not None:
+        out["next_visible_ms"] = view.next_visible_ms
+    if view.last_failure_ms is not None:
+        out["last_failure_ms"] = view.last_failure_ms
+    return json_response(out)
+
+
+@router.get(
+    "",
+    operation_id="get_group_settings",
+    summary="The group's settings on this topic (defaults until set)",
+    responses={200: {"model": GroupSettings}, **ERRORS},
+)
+async def get_group_settings(topic: TopicPath, group: GroupPath, engine: EngineDep) -> Response:
+    return json_response(engine.group_settings(topic, group).model_dump(mode="json"))

@@ -16,7 +16,6 @@ from app.errors import InvalidInput, PayloadTooLarge, invalid, status_of
 from app.ids import new_msg_id
 from app.routes.common import ERRORS, json_body, json_response, parse
 from app.schemas import (
-    DELAY_LEVELS_MS,
     BatchEnvelope,
     BatchResult,
     CancelResult,
@@ -28,6 +27,7 @@ from app.schemas import (
 from storage.keys import RESERVED_PREFIXES
 from storage.records import BodyEncoding, MessageRecord, MessageState
 from workers.messages import SendOutcome
+from workers.retry import DELAY_LEVELS_MS
 
 router = APIRouter(
     prefix="/v1/topics/{topic}/messages",

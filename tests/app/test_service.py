@@ -24,6 +24,13 @@ EXPECTED_OPERATIONS = {
     "healthz",
     "readyz",
     "metrics",
+    "nack_messages",
+    "change_invisibility",
+    "get_group_message",
+    "get_group_settings",
+    "put_group_settings",
+    "list_dead_letters",
+    "redrive_dead_letter",
 }
 
 

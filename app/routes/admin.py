@@ -1,0 +1,101 @@
+"""Admin routes: set group settings, list dead letters, redrive (api.md, Consumer)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+
+from app.config import Role
+from app.deps import EngineDep, GroupPath, MsgIdPath, TopicPath, require
+from app.errors import InvalidInput
+from app.routes.common import ERRORS, json_body, json_response, parse
+from app.schemas import DeadLetterPage, RedriveResult
+from storage import keys
+from workers.retry import GroupSettings
+
+router = APIRouter(
+    prefix="/v1/topics/{topic}/groups/{group}",
+    tags=["admin"],
+    dependencies=[Depends(require(Role.ADMIN))],
+)
+
+DLQ_PAGE_DEFAULT = 100
+
+
+@router.put(
+    "",
+    operation_id="put_group_settings",
+    summary="Set the group's max_attempts and retry policy on this topic",
+    openapi_extra=json_body(GroupSettings),
+    responses={200: {"model": GroupSettings}, **ERRORS},
+)
+async def put_group_settings(
+    topic: TopicPath, group: GroupPath, request: Request, engine: EngineDep
+) -> Response:
+    settings = await parse(request, GroupSettings)
+    await engine.put_group_settings(topic, group, settings)
+    return json_response(settings.model_dump(mode="json"))
+
+
+def _cursor(topic: str, group: str, cursor: str | None) -> bytes | None:
+    """Cursors are the position after the last item, opaque and URL-safe."""
+    if not cursor:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != 16:
+        reason = "not a cursor from a previous page"
+        raise InvalidInput(
+            f"cursor: {reason}", [{"loc": ["query", "cursor"], "field": "cursor", "reason": reason}]
+        )
+    return keys.dead_prefix(topic, group) + raw
+
+
+@router.get(
+    "/dlq",
+    operation_id="list_dead_letters",
+    summary="The group's dead letters from this topic, oldest first",
+    responses={200: {"model": DeadLetterPage}, **ERRORS},
+)
+async def list_dead_letters(
+    topic: TopicPath,
+    group: GroupPath,
+    engine: EngineDep,
+    cursor: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = DLQ_PAGE_DEFAULT,
+) -> Response:
+    found, more = engine.dead_letters(topic, group, _cursor(topic, group, cursor), limit)
+    page: dict[str, object] = {
+        "items": [
+            {
+                "topic": topic,
+                "msg_id": d.msg_id,
+                "attempts": d.attempts,
+                "last_failure_ms": d.last_failure_ms,
+                "dead_at_ms": d.dead_at_ms,
+            }
+            for _, d in found
+        ]
+    }
+    if more and found:
+        page["next_cursor"] = base64.urlsafe_b64encode(found[-1][0][-16:]).rstrip(b"=").decode()
+    return json_response(page)
+
+
+@router.post(
+    "/dlq/{msg_id}/redrive",
+    operation_id="redrive_dead_letter",
+    summary="Put a dead letter back into the group's flow, attempts reset",
+    responses={200: {"model": RedriveResult}, **ERRORS},
+)
+async def redrive_dead_letter(
+    topic: TopicPath, group: GroupPath, msg_id: MsgIdPath, engine: EngineDep
+) -> Response:
+    await engine.redrive(topic, group, msg_id)
+    return json_response({"topic": topic, "group": group, "msg_id": msg_id, "state": "pending"})

@@ -1,0 +1,100 @@
+"""Retry policies and group settings: pure functions of the retry number, tested by table.
+
+Retry k (k = 1, 2, …) follows the k-th failed attempt. RocketMQ's consumer retry waits
+delay level 2 + k of the delay-level table: 10 s, 30 s, 1 m, 2 m … 2 h, then 2 h.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+DELAY_LEVELS_MS = (
+    1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000,
+    360_000, 420_000, 480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
+)  # fmt: skip  # RocketMQ 4.x: 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h
+
+DEFAULT_MAX_ATTEMPTS = 16  # RocketMQ's maxReconsumeTimes
+MAX_ATTEMPTS_LIMIT = 64
+MAX_RETRY_DELAY_MS = 7 * 24 * 3_600_000  # a week: retries are for transient failures
+
+
+class PolicyName(str, enum.Enum):
+    LEVELS = "levels"
+    EXPONENTIAL = "exponential"
+    FIXED = "fixed"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+RetryMs = Annotated[int, Field(ge=0, le=MAX_RETRY_DELAY_MS)]
+
+
+class LevelsPolicy(_Strict):
+    """RocketMQ's default: retry k waits delay level 2 + k (10 s, 30 s, 1 m … 2 h)."""
+
+    policy: Literal["levels"] = "levels"
+
+
+class ExponentialPolicy(_Strict):
+    """initial_ms × multiplier^(k-1), capped at max_ms."""
+
+    policy: Literal["exponential"]
+    initial_ms: Annotated[int, Field(ge=1, le=MAX_RETRY_DELAY_MS)] = 1_000
+    multiplier: Annotated[float, Field(ge=1.0, le=100.0, strict=False, allow_inf_nan=False)] = 2.0
+    max_ms: Annotated[int, Field(ge=1, le=MAX_RETRY_DELAY_MS)] = 7_200_000
+
+
+class FixedPolicy(_Strict):
+    """The same wait before every retry (RocketMQ's ordered consumption)."""
+
+    policy: Literal["fixed"]
+    interval_ms: RetryMs = 10_000
+
+
+RetryPolicy = Annotated[
+    LevelsPolicy | ExponentialPolicy | FixedPolicy, Field(discriminator="policy")
+]
+
+
+class GroupSettings(_Strict):
+    """A consumer group's settings on one topic."""
+
+    max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT)] = DEFAULT_MAX_ATTEMPTS
+    retry: RetryPolicy = LevelsPolicy()
+
+
+DEFAULT_SETTINGS = GroupSettings()
+
+
+def retry_delay_ms(policy: LevelsPolicy | ExponentialPolicy | FixedPolicy, retry: int) -> int:
+    """How long retry number ``retry`` (1-based) waits after the failed attempt."""
+    if retry < 1:
+        raise ValueError("retries are numbered from 1")
+    if isinstance(policy, FixedPolicy):
+        return policy.interval_ms
+    if isinstance(policy, ExponentialPolicy):
+        # Stop multiplying once past the cap: no float overflow for retry 10_000.
+        delay = float(policy.initial_ms)
+        for _ in range(retry - 1):
+            delay *= policy.multiplier
+            if delay >= policy.max_ms:
+                return policy.max_ms
+        return min(int(delay), policy.max_ms)
+    level = min(retry + 2, len(DELAY_LEVELS_MS))  # 1-based level 2 + k, then the last
+    return DELAY_LEVELS_MS[level - 1]
+
+
+def encode_settings(settings: GroupSettings) -> bytes:
+    return orjson.dumps(settings.model_dump(mode="json"))
+
+
+def decode_settings(raw: bytes | None) -> GroupSettings:
+    if raw is None:
+        return DEFAULT_SETTINGS
+    return GroupSettings.model_validate_json(raw)
