@@ -1,0 +1,140 @@
+"""Retry, dead letters and redrive over real HTTP; a SIGKILL in the middle of a retry cycle."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.server import Server
+
+
+def group_url(topic: str, group: str) -> str:
+    return f"/v1/topics/{topic}/groups/{group}"
+
+
+def receive(c: httpx.Client, topic: str, group: str, wait_ms: int = 3_000) -> list[dict[str, Any]]:
+    r = c.post(
+        f"{group_url(topic, group)}/receive", json={"wait_ms": wait_ms, "invisible_ms": 20_000}
+    )
+    assert r.status_code == 200, r.text
+    got: list[dict[str, Any]] = r.json()["messages"]
+    return got
+
+
+def nack(c: httpx.Client, topic: str, group: str, receipt: str) -> None:
+    r = c.post(f"{group_url(topic, group)}/nack", json={"receipts": [receipt]})
+    assert r.json()["results"][0]["status"] == "nacked", r.text
+
+
+def test_nacks_to_dlq_then_redrive_then_ack(client: httpx.Client, topic: str) -> None:
+    settings = {"max_attempts": 3, "retry": {"policy": "fixed", "interval_ms": 200}}
+    put = client.put(group_url(topic, "g"), json=settings)
+    assert put.status_code == 200
+    assert client.get(group_url(topic, "g")).json() == settings
+    client.post(f"/v1/topics/{topic}/messages", json={"msg_id": "m", "body": "hi"})
+    for attempt in (1, 2, 3):
+        got = receive(client, topic, "g")
+        assert [(m["msg_id"], m["attempt"]) for m in got] == [("m", attempt)]
+        started = time.monotonic()
+        nack(client, topic, "g", got[0]["receipt"])
+        if attempt < 3:
+            view = client.get(f"{group_url(topic, 'g')}/messages/m").json()
+            assert view["state"] in ("retrying", "pending")
+            assert view["attempts"] == attempt
+    assert time.monotonic() - started < 5
+    view = client.get(f"{group_url(topic, 'g')}/messages/m").json()
+    assert view["state"] == "dead"
+    assert view["attempts"] == 3
+    page = client.get(f"{group_url(topic, 'g')}/dlq").json()
+    assert [(i["topic"], i["msg_id"], i["attempts"]) for i in page["items"]] == [(topic, "m", 3)]
+    assert "next_cursor" not in page
+    dlq = receive(client, "%25DLQ%25g", "inspector", wait_ms=0)
+    assert [(m["msg_id"], m["source_topic"]) for m in dlq] == [("m", topic)]
+    assert receive(client, topic, "g", wait_ms=300) == []
+
+    r = client.post(f"{group_url(topic, 'g')}/dlq/m/redrive")
+    assert r.status_code == 200
+    assert client.post(f"{group_url(topic, 'g')}/dlq/m/redrive").status_code == 404
+    again = receive(client, topic, "g")
+    assert [m["attempt"] for m in again] == [1]
+    acked = client.post(f"{group_url(topic, 'g')}/ack", json={"receipts": [again[0]["receipt"]]})
+    assert acked.json()["results"][0]["status"] == "acked"
+    assert receive(client, topic, "g", wait_ms=500) == []
+    assert client.get(f"{group_url(topic, 'g')}/messages/m").json()["state"] == "acked"
+
+
+def test_invisibility_change_over_http(client: httpx.Client, topic: str) -> None:
+    client.post(f"/v1/topics/{topic}/messages", json={"msg_id": "m", "body": "x"})
+    r = client.post(f"{group_url(topic, 'g')}/receive", json={"invisible_ms": 1_000})
+    old = r.json()["messages"][0]["receipt"]
+    new = client.post(
+        f"{group_url(topic, 'g')}/invisibility", json={"receipt": old, "invisible_ms": 5_000}
+    )
+    assert new.status_code == 200
+    time.sleep(1.5)
+    assert receive(client, topic, "g", wait_ms=0) == [], "still held after the first deadline"
+    stale = client.post(
+        f"{group_url(topic, 'g')}/invisibility", json={"receipt": old, "invisible_ms": 5_000}
+    )
+    assert stale.status_code == 409
+    assert stale.headers["content-type"] == "application/problem+json"
+    unknown = client.post(
+        f"{group_url(topic, 'g')}/invisibility", json={"receipt": "nope", "invisible_ms": 5_000}
+    )
+    assert unknown.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"max_attempts": 65}, "max_attempts"),
+        ({"retry": {"policy": "fixed", "interval_ms": -5}}, "interval_ms"),
+        ({"retry": {"policy": "exponential", "initial_ms": -1}}, "initial_ms"),
+        ({"retry": {"policy": "sometimes"}}, "retry"),
+        ({"retry": {"policy": "fixed", "bogus": 1}}, "bogus"),
+    ],
+)
+def test_bad_group_settings_are_422(
+    client: httpx.Client, topic: str, body: dict[str, Any], field: str
+) -> None:
+    r = client.put(group_url(topic, "g"), json=body)
+    assert r.status_code == 422
+    assert r.headers["content-type"] == "application/problem+json"
+    assert field in r.text
+
+
+def test_dlq_cursor_must_be_ours(client: httpx.Client, topic: str) -> None:
+    r = client.get(f"{group_url(topic, 'g')}/dlq", params={"cursor": "garbage!"})
+    assert r.status_code == 422
+    assert "cursor" in r.json()["detail"]
+
+
+def test_sigkill_mid_retry_cycle_keeps_attempts_and_due_times(
+    fresh_server: Callable[..., Server], tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    srv = fresh_server(data)
+    with httpx.Client(base_url=srv.url, timeout=10) as c:
+        c.put(group_url("t", "g"), json={"retry": {"policy": "fixed", "interval_ms": 3_000}})
+        c.post("/v1/topics/t/messages", json={"msg_id": "m", "body": "x"})
+        for _ in range(2):
+            got = receive(c, "t", "g", wait_ms=5_000)
+            nack(c, "t", "g", got[0]["receipt"])
+        before = c.get(f"{group_url('t', 'g')}/messages/m").json()
+    srv.kill()
+    assert before["state"] == "retrying"
+    assert before["attempts"] == 2
+    again = fresh_server(data)
+    with httpx.Client(base_url=again.url, timeout=10) as c:
+        after = c.get(f"{group_url('t', 'g')}/messages/m").json()
+        assert after == before, "attempts and the next visible time survive the crash"
+        got = receive(c, "t", "g", wait_ms=8_000)
+        received_at = time.time() * 1000
+        assert [m["attempt"] for m in got] == [3]
+        assert received_at >= before["next_visible_ms"]
