@@ -82,7 +82,7 @@ class Engine:
 
     @property
     def healthy(self) -> bool:
-        return self.started and self.writer.running and self.scanner.alive and self.deliverer.alive
+        return self.started and self.writer.alive and self.scanner.alive and self.deliverer.alive
 
     def _committed(self, txn: Txn) -> None:
         if txn.min_new_due is not None:

@@ -105,6 +105,10 @@ class Writer:
         return self._running
 
     @property
+    def alive(self) -> bool:
+        return self._running and self._thread is not None and self._thread.is_alive()
+
+    @property
     def queue_depth(self) -> int:
         return len(self._clients)
 
@@ -207,9 +211,12 @@ class Writer:
             log.error("commit of %d ops failed: %s", len(ops), exc)
             results = [(op, False, exc) for op, _, _ in results]
         else:
-            txn.run_hooks()
-            if self._on_commit is not None:
-                self._on_commit(txn)
+            try:
+                txn.run_hooks()
+                if self._on_commit is not None:
+                    self._on_commit(txn)
+            except Exception:  # a wake-up or a metric must never kill the writer
+                log.exception("after-commit hook failed")
         finally:
             with self._horizon_lock:
                 self._batch_now = None
