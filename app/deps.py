@@ -13,12 +13,14 @@ from app.schemas import MSG_ID_PATTERN, NAME_PATTERN
 from workers.runner import Engine
 
 
-def get_engine(request: Request) -> Engine:
+# async on purpose: FastAPI runs a plain `def` dependency in its thread pool, a thread
+# hop per request on the hottest path.
+async def get_engine(request: Request) -> Engine:
     engine: Engine = request.app.state.engine
     return engine
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
