@@ -36,6 +36,7 @@ class Settings(BaseSettings):
     scan_chunk: int = Field(SCAN_CHUNK, ge=1)
     put_queue_chunks: int = Field(PUT_QUEUE_CHUNKS, ge=1)
     sweep_interval_ms: int = Field(60_000, ge=10)
+    min_free_bytes: int = Field(64 * MiB, ge=0)
     api_keys: dict[str, Role] = Field(default_factory=dict)
 
     @cached_property
@@ -46,4 +47,5 @@ class Settings(BaseSettings):
             scan_chunk=self.scan_chunk,
             put_queue_chunks=self.put_queue_chunks,
             sweep_interval_ms=self.sweep_interval_ms,
+            min_free_bytes=self.min_free_bytes,
         )

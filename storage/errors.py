@@ -20,3 +20,7 @@ class StoreClosedError(StorageError):
 
 class CorruptRecordError(StorageError):
     """A stored value could not be decoded."""
+
+
+class DiskFullError(StorageError):
+    """Too little free disk: writes that add data are refused until space is freed."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 from collections.abc import Iterable, Sequence
 from typing import Final, NamedTuple
@@ -82,24 +84,52 @@ class RocksStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         os.makedirs(self.path, exist_ok=True)
+        self._synced = WriteOptions()
+        self._synced.sync = True
+        self._unsynced = WriteOptions()
+        self._closed = False
+        self.failed = False  # a write failed: RocksDB refuses writes until reopened
+        self.reopens = 0
+        self._open()
+
+    def _open(self) -> None:
         try:
-            self._db = Rdict(
+            self._db: Rdict | None = Rdict(
                 self.path, _options(), column_families={cf: _options() for cf in CF.ALL}
             )
         except Exception as exc:  # rocksdict raises plain exceptions
             raise StorageError(f"cannot open store at {self.path}: {exc}") from exc
         self._cfs = {cf: self._db.get_column_family(cf) for cf in CF.ALL}
         self._handles = {cf: self._db.get_column_family_handle(cf) for cf in CF.ALL}
-        self._synced = WriteOptions()
-        self._synced.sync = True
-        self._unsynced = WriteOptions()
-        self._closed = False
+        self.failed = False
+
+    def reopen(self) -> None:
+        """Close and open again: how RocksDB leaves its read-only state after a failed
+        write (rocksdict has no DB::Resume). Recovery replays the WAL up to the last
+        complete record, so nothing acknowledged is lost. Call from the writer only."""
+        db, self._db = self._db, None
+        self._cfs, self._handles = {}, {}  # readers in flight now fail with StorageError
+        if db is not None:
+            with contextlib.suppress(Exception):  # a WAL that cannot be flushed: replay it
+                db.close()
+            del db
+        gc.collect()  # the last reference to the old DB must go before its LOCK is free
+        self._open()
+        self.reopens += 1
+
+    def free_bytes(self) -> int:
+        """Bytes the data directory's filesystem still has for us."""
+        st = os.statvfs(self.path)
+        return st.f_bavail * st.f_frsize
 
     # --- reads ---------------------------------------------------------------------------
 
     def get(self, cf: str, key: bytes) -> bytes | None:
         self._check_open()
-        value = self._cfs[cf].get(key)
+        try:
+            value = self._cfs[cf].get(key)
+        except Exception as exc:  # closed under us by a reopen, or an I/O error
+            raise StorageError(f"read failed: {exc}") from exc
         return None if value is None else bytes(value)
 
     def get_many(self, cf: str, keys: Sequence[bytes]) -> list[bytes | None]:
@@ -107,7 +137,10 @@ class RocksStore:
         self._check_open()
         if not keys:
             return []
-        found = self._cfs[cf].get(list(keys))
+        try:
+            found = self._cfs[cf].get(list(keys))
+        except Exception as exc:
+            raise StorageError(f"read failed: {exc}") from exc
         return list(found) if found is not None else [None] * len(keys)
 
     def scan(self, cf: str, start: bytes, end: bytes, limit: int) -> list[tuple[bytes, bytes]]:
@@ -119,12 +152,15 @@ class RocksStore:
         self._check_open()
         read = ReadOptions()
         read.set_iterate_upper_bound(end)
-        it = self._cfs[cf].iter(read)
-        it.seek(start)
         out: list[tuple[bytes, bytes]] = []
-        while it.valid() and len(out) < limit:
-            out.append((it.key(), it.value()))
-            it.next()
+        try:
+            it = self._cfs[cf].iter(read)
+            it.seek(start)
+            while it.valid() and len(out) < limit:
+                out.append((it.key(), it.value()))
+                it.next()
+        except Exception as exc:
+            raise StorageError(f"scan failed: {exc}") from exc
         return out
 
     def first_key(self, cf: str, start: bytes, end: bytes) -> bytes | None:
@@ -171,9 +207,12 @@ class RocksStore:
         self._commit(batch, sync)
 
     def _commit(self, batch: WriteBatch, sync: bool) -> None:
+        if self._db is None:
+            raise StorageError("the store is not open (a reopen failed)")
         try:
             self._db.write(batch, self._synced if sync else self._unsynced)
         except Exception as exc:
+            self.failed = True
             raise StorageError(f"write failed: {exc}") from exc
 
     def compact(self, cf: str, begin: bytes | None, end: bytes | None) -> None:
@@ -192,14 +231,17 @@ class RocksStore:
         if self._closed:
             return
         self._closed = True
-        for cf in list(self._cfs.values()):
-            del cf
-        self._cfs.clear()
-        self._handles.clear()
-        try:
+        self._cfs, self._handles = {}, {}
+        if self._db is None:
+            return
+        # fsync what unsynced writes left in the page cache; after a failed write there is
+        # nothing more to flush (the WAL is replayed on open either way).
+        with contextlib.suppress(Exception):
             self._db.flush_wal(True)
-        finally:
+        try:
             self._db.close()
+        except Exception as exc:
+            raise StorageError(f"close failed: {exc}") from exc
 
     def _check_open(self) -> None:
         if self._closed:

@@ -65,6 +65,13 @@ def receive(txn: Txn, topic: str, group: str, limit: int, invisible_ms: int) -> 
     return out
 
 
+def _deadline(txn: Txn, invisible_ms: int) -> int:
+    """The end of an invisibility: always after this batch's ``now``. A timer key due at
+    ``now`` could land behind the scanner's cursor and never fire, or inside a span being
+    moved and be range-deleted with it (Writer.scan_horizon)."""
+    return txn.now_ms + max(invisible_ms, 1)
+
+
 def _hold(
     txn: Txn,
     topic: str,
@@ -80,7 +87,7 @@ def _hold(
         GroupState.INFLIGHT,
         attempt,
         generation,
-        txn.now_ms + invisible_ms,
+        _deadline(txn, invisible_ms),
         prev.last_failure_ms if prev else 0,
     )
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(held))
@@ -91,9 +98,7 @@ def _hold(
 _TIMER_KEYS = {TimerKind.INVISIBLE: keys.invisible_timer_key, TimerKind.RETRY: keys.retry_timer_key}
 
 
-def _put_timer(
-    txn: Txn, kind: TimerKind, topic: str, group: str, seq: int, held: Inflight
-) -> None:
+def _put_timer(txn: Txn, kind: TimerKind, topic: str, group: str, seq: int, held: Inflight) -> None:
     key = _TIMER_KEYS[kind](held.deadline_ms, topic, group, seq, held.generation)
     txn.put(CF.TIMERS, key, timer_value(kind))
     txn.schedule_hint(held.deadline_ms)
@@ -127,9 +132,7 @@ def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
     return out
 
 
-def nack(
-    txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | None
-) -> list[str]:
+def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | None) -> list[str]:
     """The attempts failed: each message comes back after the group's retry delay (or
     ``delay_ms``), or goes to the dead-letter queue after ``max_attempts``. Per receipt:
     ``nacked``, ``expired`` or ``unknown``."""
@@ -153,9 +156,7 @@ class ReceiptRejected(MessageConflict):
     """The receipt no longer controls the message (acked, expired, or received again)."""
 
 
-def change_invisibility(
-    txn: Txn, topic: str, group: str, receipt: str, invisible_ms: int
-) -> str:
+def change_invisibility(txn: Txn, topic: str, group: str, receipt: str, invisible_ms: int) -> str:
     """Hold the message for ``invisible_ms`` from now; returns the new receipt (the old
     one stops working), as RocketMQ's changeInvisibleDuration."""
     found = _held(txn, topic, group, receipt)
@@ -166,7 +167,7 @@ def change_invisibility(
     seq, held = found
     _drop_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
     renewed = held._replace(
-        generation=held.generation + 1, deadline_ms=txn.now_ms + invisible_ms
+        generation=held.generation + 1, deadline_ms=_deadline(txn, invisible_ms)
     )
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(renewed))
     _put_timer(txn, TimerKind.INVISIBLE, topic, group, seq, renewed)
@@ -329,9 +330,7 @@ def group_view(store: RocksStore, topic: str, group: str, msg_id: str) -> GroupV
     visible = held.deadline_ms if held.state in (GroupState.INFLIGHT, GroupState.RETRYING) else None
     if held.state is GroupState.READY:
         visible = held.deadline_ms
-    return GroupView(
-        _STATE_NAMES[held.state], held.attempts, visible, held.last_failure_ms or None
-    )
+    return GroupView(_STATE_NAMES[held.state], held.attempts, visible, held.last_failure_ms or None)
 
 
 def dead_letters(

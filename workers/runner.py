@@ -33,6 +33,7 @@ class EngineConfig:
     scan_chunk: int = SCAN_CHUNK
     put_queue_chunks: int = PUT_QUEUE_CHUNKS
     sweep_interval_ms: int = 60_000
+    min_free_bytes: int = 64 * 1024 * 1024  # below this, sends get 503 (room to drain)
 
 
 ItemOutcome = messages.SendOutcome | Exception
@@ -51,7 +52,11 @@ class Engine:
         self.notifier = Notifier()
         self._observe_lateness = observe_lateness
         self.writer = Writer(
-            self.store, self.clock, queue_size=config.writer_queue_size, on_commit=self._committed
+            self.store,
+            self.clock,
+            queue_size=config.writer_queue_size,
+            on_commit=self._committed,
+            min_free_bytes=config.min_free_bytes,
         )
         self.put_queue: queue.Queue[Chunk] = queue.Queue(maxsize=config.put_queue_chunks)
         self.scanner = Scanner(
@@ -95,11 +100,15 @@ class Engine:
     # --- producer calls ------------------------------------------------------------------
 
     async def send(self, rec: MessageRecord) -> messages.SendOutcome:
-        return await self.writer.submit(lambda txn: messages.send(txn, rec), durable=True)
+        return await self.writer.submit(
+            lambda txn: messages.send(txn, rec), durable=True, grows=True
+        )
 
     async def send_batch(self, recs: Sequence[MessageRecord | None]) -> list[ItemOutcome | None]:
         """One op, one commit: each item succeeds or fails alone (None items are skipped)."""
-        return await self.writer.submit(lambda txn: messages.send_many(txn, recs), durable=True)
+        return await self.writer.submit(
+            lambda txn: messages.send_many(txn, recs), durable=True, grows=True
+        )
 
     async def cancel(self, topic: str, msg_id: str) -> messages.CancelOutcome:
         return await self.writer.submit(

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterable
 
 from storage import keys
+from storage.errors import StorageError
 from storage.store import CF, RocksStore
 from workers.clock import Clock
 from workers.writer import Writer
@@ -24,6 +25,7 @@ SCAN_CHUNK = 2_000  # keys per range scan; RocketMQ RIP-82 scans the same per ro
 PUT_QUEUE_CHUNKS = 4  # chunks waiting for the deliverer: ~8k timers in memory at most
 BUSY_BACKOFF_MS = 1  # a due key beyond the scan horizon: the writer is mid-commit
 _END = b"\xff" * 9  # past every timer key
+STORAGE_RETRY_S = 0.1  # pause after a failed scan before the next
 
 
 class Chunk(list[tuple[bytes, bytes]]):
@@ -89,7 +91,11 @@ class Scanner:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                self._round()
+                try:
+                    self._round()
+                except StorageError as exc:  # e.g. the writer is reopening the store
+                    log.warning("scan failed (%s); retrying", exc)
+                    self._stop.wait(STORAGE_RETRY_S)
         except BaseException as exc:  # a dead scanner must show in /readyz, not go silent
             self.error = exc
             log.exception("scanner stopped")

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from storage.errors import RocktimerError, StorageError
+from storage.errors import DiskFullError, RocktimerError, StorageError
 from storage.keys import PENDING_KEY, read_u64
 from storage.store import CF, RocksStore
 from workers.clock import Clock
@@ -34,6 +34,8 @@ T = TypeVar("T")
 
 GROUP_COMMIT_MAX_OPS = 1024  # ops per WriteBatch; bounds one commit's latency
 INTERNAL_QUEUE = 4  # moves waiting for the writer; more only adds memory, not speed
+REOPEN_BACKOFF_MS = 500  # between attempts to reopen a store whose write failed
+DISK_FULL_DETAIL = "the disk is nearly full: new messages are refused until space is freed"
 
 
 class Overloaded(RocktimerError):
@@ -53,6 +55,7 @@ class _Op:
     fn: Callable[[Txn], Any]
     durable: bool
     future: asyncio.Future[Any] | concurrent.futures.Future[Any]
+    grows: bool = False  # adds data (a send): refused while the disk is nearly full
 
 
 class Writer:
@@ -63,10 +66,14 @@ class Writer:
         *,
         queue_size: int,
         on_commit: Callable[[Txn], None] | None = None,
+        min_free_bytes: int = 0,
     ) -> None:
         self.store = store
         self.clock = clock
         self.queue_size = queue_size
+        self.min_free_bytes = min_free_bytes
+        self.disk_low = False
+        self._next_reopen_ms = 0
         self._on_commit = on_commit
         self._clients: deque[_Op] = deque()
         self._internal: deque[_Op] = deque()
@@ -114,15 +121,21 @@ class Writer:
 
     # --- submitting ----------------------------------------------------------------------
 
-    def submit(self, fn: Callable[[Txn], T], *, durable: bool) -> asyncio.Future[T]:
-        """Queue a client op from the event loop; the future completes after the commit."""
+    def submit(
+        self, fn: Callable[[Txn], T], *, durable: bool, grows: bool = False
+    ) -> asyncio.Future[T]:
+        """Queue a client op from the event loop; the future completes after the commit.
+
+        ``grows``: the op adds data (a send); it is refused with DiskFullError while the
+        disk has less than ``min_free_bytes`` left, which keeps room for the writes that
+        drain the store (deliveries, receives, acks, cancels)."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         with self._cond:
             if not self._running:
                 raise WriterStopped("the service is shutting down")
             if len(self._clients) >= self.queue_size:
                 raise Overloaded()
-            self._clients.append(_Op(fn, durable, future))
+            self._clients.append(_Op(fn, durable, future, grows))
             self._cond.notify()
         return future
 
@@ -185,7 +198,28 @@ class Writer:
                 return
             self._process(ops)
 
+    def _healthy_store(self) -> StorageError | None:
+        """Reopen the store after a failed write (rate-limited); the error if it stays bad."""
+        if not self.store.failed:
+            return None
+        now = self.clock.now_ms()
+        if now >= self._next_reopen_ms:
+            self._next_reopen_ms = now + REOPEN_BACKOFF_MS
+            try:
+                self.store.reopen()
+                log.warning("store reopened after a failed write")
+                return None
+            except StorageError as exc:
+                log.error("store reopen failed: %s", exc)
+        return StorageError("the store cannot write at the moment (disk full or I/O error)")
+
     def _process(self, ops: list[_Op]) -> None:
+        broken = self._healthy_store()
+        if broken is not None:
+            _complete([(op, False, broken) for op in ops])
+            return
+        if self.min_free_bytes:
+            self.disk_low = self.store.free_bytes() < self.min_free_bytes
         with self._horizon_lock:
             now = self.clock.now_ms()
             self._batch_now = now
@@ -193,6 +227,9 @@ class Writer:
         results: list[tuple[_Op, bool, Any]] = []
         try:
             for op in ops:
+                if op.grows and self.disk_low:
+                    results.append((op, False, DiskFullError(DISK_FULL_DETAIL)))
+                    continue
                 point = txn.savepoint()
                 try:
                     results.append((op, True, op.fn(txn)))
