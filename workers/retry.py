@@ -6,7 +6,6 @@ delay level 2 + k of the delay-level table: 10 s, 30 s, 1 m, 2 m … 2 h, then 2
 
 from __future__ import annotations
 
-import enum
 from typing import Annotated, Literal
 
 import orjson
@@ -20,12 +19,6 @@ DELAY_LEVELS_MS = (
 DEFAULT_MAX_ATTEMPTS = 16  # RocketMQ's maxReconsumeTimes
 MAX_ATTEMPTS_LIMIT = 64
 MAX_RETRY_DELAY_MS = 7 * 24 * 3_600_000  # a week: retries are for transient failures
-
-
-class PolicyName(str, enum.Enum):
-    LEVELS = "levels"
-    EXPONENTIAL = "exponential"
-    FIXED = "fixed"
 
 
 class _Strict(BaseModel):

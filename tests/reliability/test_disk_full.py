@@ -50,8 +50,7 @@ def fill_until_refused(c: httpx.Client, topic: str, accepted: list[str]) -> http
         accepted += [x["msg_id"] for x in results if x["status"] == 201]
         refused = [x for x in results if x["status"] != 201]
         if refused:
-            single = c.post(f"/v1/topics/{topic}/messages", json={"body": BODY})
-            return single
+            return c.post(f"/v1/topics/{topic}/messages", json={"body": BODY})
     raise AssertionError("the disk never filled up")
 
 
@@ -109,5 +108,5 @@ def test_disk_full_refuses_writes_keeps_reads_and_recovers(
         for msg_id in accepted[:: max(1, len(accepted) // 200)] + accepted[-20:]:
             assert c.get(f"/v1/topics/fill/messages/{msg_id}").json()["state"] == "scheduled"
         assert c.get("/v1/topics/after/messages/after").json()["state"] == "delivered"
-        got = receive_all(c, "ready", "g2", 5, timeout_s=5)
-        assert sorted(m["msg_id"] for m in got) == [f"r{i}" for i in range(5)]
+        ready = receive_all(c, "ready", "g2", 5, timeout_s=5)
+        assert sorted(m["msg_id"] for m in ready) == [f"r{i}" for i in range(5)]
