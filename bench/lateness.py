@@ -1,0 +1,165 @@
+"""Figure 3: lateness of a steady 5k timers/s falling due, and of their consumer.
+
+Timers are scheduled ahead with batch sends, their deliver_at_ms spread evenly (5 per
+millisecond), all falling due inside a window of ``seconds``. One long-polling consumer
+(wait_ms=1000, max_messages=1000, acks in batches on a second connection) is polling when
+the first falls due. From every first delivery it records:
+
+(a) due -> topic log: ``delivered_at_ms - deliver_at_ms`` (server-stamped, whole ms);
+(b) due -> consumer: the client's wall clock when the receive reply arrived, minus
+    ``deliver_at_ms`` (same machine, same clock).
+
+The floor, in the same run: a plain Python thread sleeping until each of the same due
+times on this machine (no server), i.e. the wake-up precision any Python timer gets here.
+
+    python -m bench.lateness
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import consumer, loader, process, report, scale
+from bench.client import Response, run
+from bench.stats import Spread, spread
+
+RATE_PER_S = 5_000  # timers falling due per second, as the figure is defined
+TOPIC = "lateness"
+GROUP = "bench"
+BODY = "x" * 100  # a small message
+DRAIN_GRACE_S = 10.0  # after the last due time: how long stragglers may take to arrive
+FLOOR_SECONDS = 5.0  # 25k wake-ups: a stable p99, short beside the service's window
+TARGET_P99_MS = 10.0
+
+
+def due_times(start_ms: int, n: int, rate: int) -> list[int]:
+    """``n`` deliver times from ``start_ms``, ``rate`` per second, spread evenly."""
+    return [start_ms + i * 1_000 // rate for i in range(n)]
+
+
+def timer_floor(rate: int, seconds: float) -> Spread:
+    """Lateness (ms) of a Python thread sleeping until each due time of the same schedule."""
+    n = int(rate * seconds)
+    dues = due_times(loader.now_ms() + 100, n, rate)
+    late: list[float] = []
+    i = 0
+    while i < n:
+        due_ms = dues[i]
+        left = due_ms / 1e3 - time.time()
+        if left > 0:
+            time.sleep(left)
+        woke = time.time_ns() / 1e6
+        while i < n and dues[i] == due_ms:  # every timer of this millisecond
+            late.append(woke - due_ms)
+            i += 1
+    return spread(late)
+
+
+@dataclass(frozen=True, slots=True)
+class Lateness:
+    to_log: Spread  # (a)
+    to_consumer: Spread  # (b)
+    expected: int
+    received: int
+    redelivered: int
+    load_rate: float
+    cpu: str
+
+
+async def drive(port: int, pid: int, *, rate: int, seconds: float) -> Lateness:
+    n = int(rate * seconds)
+    first_due = loader.now_ms() + loader.lead_ms(n)
+    dues = due_times(first_due, n, rate)
+    bodies = (
+        loader.batch_body(
+            [{"body": BODY, "deliver_at_ms": d} for d in dues[i : i + loader.BATCH_SIZE]]
+        )
+        for i in range(0, n, loader.BATCH_SIZE)
+    )
+    load = await loader.send_batches(
+        process.HOST, port, TOPIC, bodies, deadline_s=loader.lead_ms(n) / 1e3
+    )
+    if load.stored != n:
+        raise RuntimeError(f"loaded {load.stored} of {n} timers ({load.describe_failures()})")
+    if loader.now_ms() >= first_due:
+        raise RuntimeError(f"loading took {load.seconds:.1f} s, past the first due time")
+
+    to_log: list[float] = []
+    to_consumer: list[float] = []
+
+    def record(messages: list[dict[str, Any]], response: Response) -> None:
+        received_ms = response.done_wall_ns / 1e6
+        for m in messages:
+            if m["attempt"] == 1:
+                to_log.append(m["delivered_at_ms"] - m["deliver_at_ms"])
+                to_consumer.append(received_ms - m["deliver_at_ms"])
+
+    meter = process.CpuMeter(pid)
+
+    async def window() -> None:  # CPU over the due window only
+        await asyncio.sleep((first_due - loader.now_ms()) / 1e3)
+        with meter:
+            await asyncio.sleep(seconds)
+
+    timeout_s = (dues[-1] - loader.now_ms()) / 1e3 + DRAIN_GRACE_S
+    meter_task = asyncio.create_task(window())
+    with process.Profile(pid, "lateness"):
+        got = await consumer.consume(
+            process.HOST, port, TOPIC, GROUP, expected=n, timeout_s=timeout_s, on_batch=record
+        )
+        await meter_task
+    return Lateness(
+        spread(to_log),
+        spread(to_consumer),
+        n,
+        len(to_log),
+        got.redelivered,
+        load.rate,
+        meter.describe(),
+    )
+
+
+def run_figure(*, seconds: float, rate: int = RATE_PER_S) -> list[report.Row]:
+    floor = timer_floor(rate, min(seconds, FLOOR_SECONDS))
+    with (
+        tempfile.TemporaryDirectory(prefix="rocktimer-bench-lateness-") as tmp,
+        process.service(Path(tmp)) as service,
+    ):
+        result = run(lambda: drive(service.port, service.pid, rate=rate, seconds=seconds))
+    complete = result.received == result.expected
+    counts = f"{result.received:,}/{result.expected:,} received"
+    if result.redelivered:
+        counts += f", {result.redelivered} redelivered"
+    title = f"{rate:,} timers/s due for {seconds:.0f} s"
+    rows = []
+    for label, measured, digits in (
+        ("(a) due -> topic log", result.to_log, 0),
+        ("(b) due -> long-polling consumer", result.to_consumer, 1),
+    ):
+        rows.append(
+            report.Row(
+                "3",
+                f"lateness {label}, {title}",
+                measured.ms(digits),
+                f"Python timer thread {floor.ms(2)}",
+                f"p99 x{measured.p99 / floor.p99:.0f} floor" if floor.p99 > 0 else "n/a",
+                f"p99 <= {TARGET_P99_MS:.0f} ms",
+                measured.p99 <= TARGET_P99_MS and complete,
+                f"{counts}; {result.cpu}",
+            )
+        )
+    return rows
+
+
+def main() -> None:
+    s = scale.current()
+    print(report.table(run_figure(seconds=s.lateness_seconds), s.name))
+
+
+if __name__ == "__main__":
+    main()

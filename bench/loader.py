@@ -1,0 +1,101 @@
+"""Batch sends over HTTP: the loader of figures 2-4 (1000 messages a request)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from bench.client import Connection, HttpError, build_request
+
+BATCH_SIZE = 1_000  # api.md's maximum items per batch request
+BATCH_CONCURRENCY = 2  # one request is parsed while the other waits for its fsync; 1, 2, 4
+# and 8 measured within 5% of each other on the reference machine (the server is CPU bound)
+BATCH_TIMEOUT_S = 60.0  # one batch request; a healthy one takes milliseconds
+
+
+@dataclass(slots=True)
+class LoadStats:
+    requests: int = 0
+    stored: int = 0  # items answered 201
+    failed: Counter[int] = field(default_factory=Counter)  # status -> items (or requests)
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.stored / self.seconds if self.seconds > 0 else 0.0
+
+    def describe_failures(self) -> str:
+        return ", ".join(f"{n} x {status}" for status, n in sorted(self.failed.items()))
+
+
+def batch_body(messages: list[dict[str, Any]]) -> bytes:
+    return orjson.dumps({"messages": messages})
+
+
+async def send_batches(
+    host: str,
+    port: int,
+    topic: str,
+    bodies: Iterator[bytes],
+    *,
+    concurrency: int = BATCH_CONCURRENCY,
+    timeout_s: float = BATCH_TIMEOUT_S,
+    deadline_s: float,
+) -> LoadStats:
+    """POST every body to the batch route from ``concurrency`` keep-alive connections.
+
+    Stops at the end of ``bodies`` or ``deadline_s`` seconds, whichever comes first.
+    """
+    authority = f"{host}:{port}"
+    path = f"/v1/topics/{topic}/messages/batch"
+    stats = LoadStats()
+    started = time.monotonic()
+    stop_at = started + deadline_s
+
+    async def worker() -> None:
+        conn = await Connection.open(host, port)
+        try:
+            for body in bodies:
+                response = await conn.request(
+                    build_request("POST", authority, path, body), timeout_s
+                )
+                stats.requests += 1
+                if response.status != 200:
+                    stats.failed[response.status] += 1
+                    raise HttpError(f"batch send: {response.status} {response.body[:300]!r}")
+                for item in response.json()["results"]:
+                    if item["status"] == 201:
+                        stats.stored += 1
+                    else:
+                        stats.failed[item["status"]] += 1
+                if time.monotonic() >= stop_at:
+                    return
+        finally:
+            conn.close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    stats.seconds = time.monotonic() - started
+    return stats
+
+
+# Scheduling ahead: the deliver times of a load are fixed before it starts, so the first
+# must lie beyond the end of the load. Plan for half the batch rate figure 2 measures on
+# the reference machine (~55k msg/s), plus a margin for the consumer to be polling.
+LOAD_RATE_FLOOR = 25_000  # msg/s
+LEAD_MARGIN_MS = 2_000
+
+
+def lead_ms(n: int) -> int:
+    """How far ahead to schedule the first of ``n`` messages loaded right now."""
+    return LEAD_MARGIN_MS + n * 1_000 // LOAD_RATE_FLOOR
+
+
+def now_ms() -> int:
+    """The wall clock in ms, as the server stamps deliver_at_ms and delivered_at_ms."""
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,293 @@
+"""Server processes for the bench: the real service or the bare app, on a random free port.
+
+Every figure starts its own server as a child process (on a fresh temp data dir for the
+service), waits until it answers, samples its memory and CPU from /proc, and stops it by
+its PID: SIGTERM, then SIGKILL if it does not exit in time.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+from bench.bare_app import ROUTE
+
+ROOT = Path(__file__).resolve().parents[1]
+HOST = "127.0.0.1"
+START_TIMEOUT_S = 30.0  # a cold RocksDB open plus imports takes ~1 s; be generous on CI
+STOP_TIMEOUT_S = 40.0  # the service waits up to 35 s for long polls on a graceful stop
+READY_POLL_S = 0.05
+RSS_SAMPLE_S = 0.05  # the brief: VmRSS every 50 ms
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PYSPY_RATE_HZ = 100  # py-spy's default rate; --nonblocking keeps the server running between
+PYSPY_STOP_S = 30.0  # py-spy writes its file on SIGINT; wait that long for it
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class ServerProcess:
+    """A child process serving HTTP on ``HOST:port``; a context manager that stops it."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        port: int,
+        ready_path: str,
+        log_path: Path,
+        *,
+        any_status_is_ready: bool = False,
+    ) -> None:
+        self.name = name
+        self.argv = argv
+        self.env = env
+        self.port = port
+        self.ready_path = ready_path
+        self.log_path = log_path
+        self.any_status_is_ready = any_status_is_ready  # an answer at all means it serves
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, f"{self.name} is not running"
+        return self.proc.pid
+
+    def start(self) -> ServerProcess:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                self.argv, cwd=ROOT, env={**os.environ, **self.env}, stdout=log, stderr=log
+            )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        url = f"http://{HOST}:{self.port}{self.ready_path}"
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: {self.logs()}")
+            try:
+                with urllib.request.urlopen(url, timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except urllib.error.HTTPError as exc:
+                exc.close()
+                if self.any_status_is_ready:
+                    return
+            except OSError:
+                pass
+            time.sleep(READY_POLL_S)
+        raise RuntimeError(f"{self.name} not ready in {START_TIMEOUT_S}s: {self.logs()}")
+
+    def stop(self) -> int | None:
+        """SIGTERM by PID, wait, then SIGKILL; returns the exit code."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                return proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        return proc.wait()
+
+    def logs(self) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return text[-4000:]
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def service(work_dir: Path, env: dict[str, str] | None = None) -> ServerProcess:
+    """``python -m app`` on a fresh data dir under ``work_dir`` (as a newcomer runs it)."""
+    port = free_port()
+    data_dir = work_dir / "data"
+    settings = {
+        "ROCKTIMER_HOST": HOST,
+        "ROCKTIMER_PORT": str(port),
+        "ROCKTIMER_DATA_DIR": str(data_dir),
+        "ROCKTIMER_LOG_LEVEL": "warning",  # the quietest level that still shows problems
+        **(env or {}),
+    }
+    argv = [sys.executable, "-m", "app"]
+    return ServerProcess("rocktimer", argv, settings, port, "/readyz", work_dir / "service.log")
+
+
+def bare_app(work_dir: Path) -> ServerProcess:
+    """``python -m bench.bare_app``: the ceiling of figure 1, under the same uvicorn settings."""
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.bare_app", "--host", HOST, "--port", str(port)]
+    return ServerProcess(
+        "bare app", argv, {}, port, ROUTE, work_dir / "bare.log", any_status_is_ready=True
+    )
+
+
+# --- /proc sampling ------------------------------------------------------------------------
+
+
+def status_kib(pid: int, field: str) -> int:
+    """A ``kB`` line of /proc/<pid>/status (VmRSS, VmHWM), in KiB; 0 once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads) so far."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+
+class RssSampler:
+    """Samples VmRSS of a process every ``interval_s`` on a thread; keeps the peak."""
+
+    def __init__(self, pid: int, interval_s: float = RSS_SAMPLE_S) -> None:
+        self.pid = pid
+        self.interval_s = interval_s
+        self.peak_kib = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            rss = status_kib(self.pid, "VmRSS")
+            self.peak_kib = max(self.peak_kib, rss)
+            self.samples += 1
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class CpuMeter:
+    """CPU seconds used by the server and by this process (the load generator) over a span."""
+
+    def __init__(self, server_pid: int) -> None:
+        self.server_pid = server_pid
+        self._start = (0.0, 0.0, 0.0)
+        self.server_s = self.client_s = self.wall_s = 0.0
+
+    def __enter__(self) -> CpuMeter:
+        self._start = (cpu_seconds(self.server_pid), time.process_time(), time.monotonic())
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        server, client, wall = self._start
+        self.server_s = cpu_seconds(self.server_pid) - server
+        self.client_s = time.process_time() - client
+        self.wall_s = time.monotonic() - wall
+
+    def describe(self) -> str:
+        """Cores busy on each side, e.g. ``server 1.4 cores, client 0.5``."""
+        if self.wall_s <= 0:
+            return "n/a"
+        server, client = self.server_s / self.wall_s, self.client_s / self.wall_s
+        return f"server {server:.2f} cores, client {client:.2f}"
+
+
+class Profile:
+    """``py-spy record`` of a server over one phase, when BENCH_PYSPY_DIR names a folder.
+
+    Opt-in: sampling costs the server CPU, so profiled figures read lower. The output is
+    py-spy's raw (collapsed stack) format, one ``<name>.txt`` per phase.
+    """
+
+    def __init__(self, pid: int, name: str) -> None:
+        self.pid = pid
+        self.name = name
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Profile:
+        folder = os.environ.get("BENCH_PYSPY_DIR")
+        if not folder:
+            return self
+        spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        if not Path(spy).exists():
+            raise RuntimeError("BENCH_PYSPY_DIR is set but py-spy is not installed")
+        os.makedirs(folder, exist_ok=True)
+        out = Path(folder) / f"{self.name}.txt"
+        argv = [
+            spy,
+            "record",
+            "--pid",
+            str(self.pid),
+            "--format",
+            "raw",
+            "--output",
+            str(out),
+            "--rate",
+            str(PYSPY_RATE_HZ),
+            "--nonblocking",
+            "--threads",
+        ]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=PYSPY_STOP_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
