@@ -1,18 +1,19 @@
-"""Server-made message ids: time-ordered like ULID (48-bit ms + 80 random bits, base32)."""
+"""Server-made message ids: time-ordered (48-bit ms, then 80 random bits), in hex.
+
+Like ULID or UUIDv7, ids made in a later millisecond sort after earlier ones. Hex keeps
+the making to one format call (base32 is pure Python in 3.11 and cost 2.5 µs an id), and
+the random part comes from a seeded PRNG, not a getrandom() syscall per id: ids must be
+unique, not secret.
+"""
 
 from __future__ import annotations
 
-import base64
 import os
+import random
 
-# RFC 4648 base32 digits → Crockford's, which sort in the same order as their values.
-_CROCKFORD = bytes.maketrans(
-    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-)
+_random = random.Random(os.urandom(32))
 
 
 def new_msg_id(now_ms: int) -> str:
-    """26 characters; ids made in a later millisecond sort after earlier ones."""
-    raw = (now_ms & (2**48 - 1)).to_bytes(6, "big") + os.urandom(10)
-    # 128 bits = 25 digits and 3 bits; the fixed length keeps the order of the numbers.
-    return base64.b32encode(raw)[:26].translate(_CROCKFORD).decode()
+    """32 hex characters: 12 of milliseconds since the epoch, 20 random."""
+    return f"{now_ms & 0xFFFF_FFFF_FFFF:012x}{_random.getrandbits(80):020x}"

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from pydantic.json_schema import models_json_schema
 
 from app import errors
+from app.auth import ApiKeys
 from app.config import Settings
 from app.limits import BodyLimit
 from app.metrics import LatenessHistogram, registry_for
@@ -47,6 +48,9 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
             log.info("rocktimer stopped cleanly")
 
     app = FastAPI(
+        # FastAPI's built-in OpenTelemetry checks its providers on every request; this
+        # service exports Prometheus metrics instead (/metrics).
+        telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
         title="rocktimer",
         version="1",
         summary="Scheduled messages: millisecond precision, years of delay, cancel, retry, DLQ",
@@ -59,6 +63,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     app.include_router(admin.router)
     app.include_router(service.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    if settings.api_keys:
+        app.add_middleware(ApiKeys, keys=settings.api_keys)
     _document_request_bodies(app)
     return app
 

@@ -22,7 +22,11 @@ ROUTE = "/v1/topics/bench/messages"  # the service's send path, so routing costs
 
 
 def create_app() -> FastAPI:
-    app = FastAPI(title="bare")
+    # The same FastAPI settings as the service (app/main.py): built-in telemetry off.
+    app = FastAPI(
+        title="bare",
+        telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
+    )
 
     @app.post("/v1/topics/{topic}/messages", status_code=201)
     async def send(topic: str, request: Request) -> Response:

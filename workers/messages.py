@@ -27,6 +27,11 @@ from workers import consume, lanes
 from workers.errors import MessageConflict, MessageNotFound
 from workers.txn import Txn
 
+# Spans this long go with one range delete; shorter ones with point deletes. RocksDB
+# walks every range tombstone in the memtable whenever it builds an iterator: at a steady
+# few thousand timers/s, one per small move made each scan cost milliseconds (bench).
+RANGE_DELETE_MIN = 512
+
 # Plain ints for the storm loop: an Enum member lookup there cost a tenth of the move.
 _MESSAGE_TIMER = int(TimerKind.MESSAGE)
 _SCHEDULED = int(MessageState.SCHEDULED)
@@ -155,7 +160,7 @@ def move_due(
     up: the index is re-read unless ``cancel_mark`` (the writer's cancel count at scan
     time) proves no cancel has committed since and none is staged in this batch. A timer
     key exists only while its index entry says scheduled, so then every entry is live.
-    The span is removed with one range delete: it holds exactly the scanned keys
+    A long span is removed with one range delete: it holds exactly the scanned keys
     (Writer.scan_horizon); the watermark written beside it lets a restart seek past it.
 
     This is the storm path (millions due at once), so it works on the encoded bytes: the
@@ -200,7 +205,11 @@ def move_due(
         txn.woken_topics.add(lane[:-1].decode())
     txn.add_pending(-moved)
     end = keys.successor(entries[-1][0])
-    txn.delete_range(CF.TIMERS, entries[0][0], end)
+    if len(entries) >= RANGE_DELETE_MIN:
+        txn.delete_range(CF.TIMERS, entries[0][0], end)
+    else:
+        for key, _ in entries:
+            txn.delete(CF.TIMERS, key)
     txn.put(CF.META, keys.WATERMARK_KEY, end)
     return moved
 

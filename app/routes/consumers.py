@@ -6,11 +6,10 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from app.config import Role
-from app.deps import EngineDep, GroupPath, MsgIdPath, TopicPath, require
+from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of
 from app.routes.common import ERRORS, json_body, json_response, parse
 from app.schemas import (
     AckRequest,
@@ -30,7 +29,6 @@ from workers.retry import GroupSettings
 router = APIRouter(
     prefix="/v1/topics/{topic}/groups/{group}",
     tags=["consumer"],
-    dependencies=[Depends(require(Role.CONSUMER))],
 )
 
 
@@ -65,9 +63,8 @@ def _received(topic: str, got: Received) -> dict[str, Any]:
     openapi_extra=json_body(ReceiveRequest),
     responses={200: {"model": ReceiveResult}, **ERRORS},
 )
-async def receive_messages(
-    topic: TopicPath, group: GroupPath, request: Request, engine: EngineDep
-) -> Response:
+async def receive_messages(topic: TopicPath, group: GroupPath, request: Request) -> Response:
+    engine = engine_of(request)
     req = await parse(request, ReceiveRequest)
     got = await engine.receive(topic, group, req.max_messages, req.wait_ms, req.invisible_ms)
     return json_response({"messages": [_received(topic, g) for g in got]})
@@ -80,9 +77,8 @@ async def receive_messages(
     openapi_extra=json_body(AckRequest),
     responses={200: {"model": AckResult}, **ERRORS},
 )
-async def ack_messages(
-    topic: TopicPath, group: GroupPath, request: Request, engine: EngineDep
-) -> Response:
+async def ack_messages(topic: TopicPath, group: GroupPath, request: Request) -> Response:
+    engine = engine_of(request)
     req = await parse(request, AckRequest)
     statuses = await engine.ack(topic, group, list(req.receipts))
     results = [{"receipt": r, "status": s} for r, s in zip(req.receipts, statuses, strict=True)]
@@ -96,9 +92,8 @@ async def ack_messages(
     openapi_extra=json_body(NackRequest),
     responses={200: {"model": NackResult}, **ERRORS},
 )
-async def nack_messages(
-    topic: TopicPath, group: GroupPath, request: Request, engine: EngineDep
-) -> Response:
+async def nack_messages(topic: TopicPath, group: GroupPath, request: Request) -> Response:
+    engine = engine_of(request)
     req = await parse(request, NackRequest)
     statuses = await engine.nack(topic, group, list(req.receipts), req.delay_ms)
     results = [{"receipt": r, "status": s} for r, s in zip(req.receipts, statuses, strict=True)]
@@ -112,9 +107,8 @@ async def nack_messages(
     openapi_extra=json_body(InvisibilityRequest),
     responses={200: {"model": InvisibilityResult}, **ERRORS},
 )
-async def change_invisibility(
-    topic: TopicPath, group: GroupPath, request: Request, engine: EngineDep
-) -> Response:
+async def change_invisibility(topic: TopicPath, group: GroupPath, request: Request) -> Response:
+    engine = engine_of(request)
     req = await parse(request, InvisibilityRequest)
     receipt = await engine.change_invisibility(topic, group, req.receipt, req.invisible_ms)
     return json_response({"receipt": receipt})
@@ -127,8 +121,9 @@ async def change_invisibility(
     responses={200: {"model": GroupMessageState}, **ERRORS},
 )
 async def get_group_message(
-    topic: TopicPath, group: GroupPath, msg_id: MsgIdPath, engine: EngineDep
+    topic: TopicPath, group: GroupPath, msg_id: MsgIdPath, request: Request
 ) -> Response:
+    engine = engine_of(request)
     view = engine.group_view(topic, group, msg_id)
     out: dict[str, Any] = {"state": view.state, "attempts": view.attempts}
     if view.next_visible_ms is not None:
@@ -144,5 +139,6 @@ async def get_group_message(
     summary="The group's settings on this topic (defaults until set)",
     responses={200: {"model": GroupSettings}, **ERRORS},
 )
-async def get_group_settings(topic: TopicPath, group: GroupPath, engine: EngineDep) -> Response:
+async def get_group_settings(topic: TopicPath, group: GroupPath, request: Request) -> Response:
+    engine = engine_of(request)
     return json_response(engine.group_settings(topic, group).model_dump(mode="json"))

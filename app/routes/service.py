@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app.deps import EngineDep
+from app.deps import engine_of
 from app.errors import problem
 from app.routes.common import json_response
 from app.schemas import Health, Problem
@@ -24,7 +24,8 @@ async def healthz() -> Response:
     operation_id="readyz",
     responses={200: {"model": Health}, 503: {"model": Problem}},
 )
-async def readyz(engine: EngineDep) -> Response:
+async def readyz(request: Request) -> Response:
+    engine = engine_of(request)
     if not engine.healthy:
         return problem(503, "Service Unavailable", "the store or a worker is not running")
     return json_response(

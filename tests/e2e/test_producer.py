@@ -104,7 +104,8 @@ def test_server_makes_a_msg_id_when_none_is_given(client: httpx.Client, topic: s
     a = send(client, topic).json()["msg_id"]
     b = send(client, topic).json()["msg_id"]
     assert a != b
-    assert len(a) == 26
+    assert len(a) == 32
+    assert int(a[:12], 16) <= int(b[:12], 16) <= now_ms(), "ids start with their millisecond"
 
 
 def test_batch_stores_valid_items_and_reports_invalid_ones(

@@ -1,0 +1,64 @@
+"""API keys (``ROCKTIMER_API_KEYS``): a pure ASGI middleware, installed only when keys are
+configured, that gives each path the role api.md's table asks for.
+
+| role | may call |
+| producer | send, batch send, message status, cancel |
+| consumer | receive, ack, nack, invisibility, per-group message state, GET group settings |
+| admin | everything, including PUT group settings, DLQ list and redrive |
+| (none) | /healthz, /readyz, /metrics, /openapi.json, /docs |
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.config import Role
+from app.errors import problem
+
+
+def required_role(method: str, path: str) -> Role | None:
+    """The role a request needs, or None for the open service endpoints."""
+    parts = path.split("/")  # "", "v1", "topics", topic, kind, ...
+    if len(parts) < 5 or parts[1] != "v1" or parts[2] != "topics":
+        return None if not path.startswith("/v1/") else Role.ADMIN
+    if parts[4] == "messages":
+        return Role.PRODUCER
+    if parts[4] == "groups":
+        rest = parts[6:] if len(parts) > 6 else []
+        if (not rest and method == "PUT") or (rest and rest[0] == "dlq"):
+            return Role.ADMIN
+        return Role.CONSUMER
+    return Role.ADMIN
+
+
+class ApiKeys:
+    def __init__(self, app: ASGIApp, keys: dict[str, Role]) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        role = required_role(scope["method"], scope["path"])
+        if role is None:
+            await self.app(scope, receive, send)
+            return
+        token = ""
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                scheme, _, rest = value.decode("latin-1").partition(" ")
+                if scheme.lower() == "bearer":
+                    token = rest.strip()
+        granted = self.keys.get(token) if token else None
+        if granted is None:
+            detail = "unknown API key" if token else "send 'Authorization: Bearer <api key>'"
+            await problem(401, "Unauthorized", detail, headers={"WWW-Authenticate": "Bearer"})(
+                scope, receive, send
+            )
+            return
+        if granted is not role and granted is not Role.ADMIN:
+            detail = f"this API key has role {granted.value!r}; {role.value!r} is needed"
+            await problem(403, "Forbidden", detail)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
