@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
 import time
 
 from storage.errors import RocktimerError
 from workers.messages import move_due
 from workers.scanner import Chunk
+from workers.thread import WorkerThread
 from workers.writer import Writer
 
 log = logging.getLogger("rocktimer.deliverer")
@@ -18,54 +18,37 @@ DELIVER_BATCH = 4_000  # timers per move; two scan chunks amortise one commit
 RETRY_BACKOFF_S = (0.05, 0.2, 1.0)  # a failed move (disk full) is retried, in order
 
 
-class Deliverer:
+class Deliverer(WorkerThread):
+    name = "rocktimer-deliverer"
+
     def __init__(self, writer: Writer, put_queue: queue.Queue[Chunk]) -> None:
+        super().__init__()
         self.writer = writer
         self.put_queue = put_queue
         self.moved = 0
         self.batches = 0
         self.failures = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.error: BaseException | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="rocktimer-deliverer", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop after the move in hand. Keys still queued stay timers: a restart rescans them."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    @property
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
+    def run(self) -> None:
+        """Until stopped, after the move in hand. Keys still queued stay timers: a restart
+        rescans them."""
+        while not self.stopping:
+            try:
+                batch = self.put_queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            batch = Chunk(batch, batch.cancel_mark)  # later chunks' marks are not older
+            while len(batch) < DELIVER_BATCH:
                 try:
-                    batch = self.put_queue.get(timeout=0.1)
+                    batch.extend(self.put_queue.get_nowait())
                 except queue.Empty:
-                    continue
-                batch = Chunk(batch, batch.cancel_mark)  # later chunks' marks are not older
-                while len(batch) < DELIVER_BATCH:
-                    try:
-                        batch.extend(self.put_queue.get_nowait())
-                    except queue.Empty:
-                        break
-                self._move(batch)
-        except BaseException as exc:
-            self.error = exc
-            log.exception("deliverer stopped")
+                    break
+            self._move(batch)
 
     def _move(self, batch: Chunk) -> None:
         """Wait for each move: the next span may only be removed after this one is."""
         attempt = 0
-        while not self._stop.is_set():
+        while not self.stopping:
             try:
                 self.moved += self.writer.call(
                     lambda txn: move_due(txn, batch, batch.cancel_mark), durable=False

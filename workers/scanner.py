@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
 from collections.abc import Iterable
 
 from storage import keys
 from storage.errors import StorageError
 from storage.store import CF, RocksStore
 from workers.clock import Clock
+from workers.thread import WorkerThread
 from workers.writer import Writer
 
 log = logging.getLogger("rocktimer.scanner")
@@ -42,7 +42,9 @@ class Chunk(list[tuple[bytes, bytes]]):
         self.cancel_mark = cancel_mark
 
 
-class Scanner:
+class Scanner(WorkerThread):
+    name = "rocktimer-scanner"
+
     def __init__(
         self,
         store: RocksStore,
@@ -51,6 +53,7 @@ class Scanner:
         put_queue: queue.Queue[Chunk],
         chunk: int = SCAN_CHUNK,
     ) -> None:
+        super().__init__()
         self.store = store
         self.writer = writer
         self.clock = clock
@@ -62,25 +65,6 @@ class Scanner:
         self.scans = 0
         self.next_due_ms: int | None = None
         self._sleep_until: int | None = None
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.error: BaseException | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="rocktimer-scanner", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    @property
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
 
     def hint(self, due_ms: int) -> None:
         """The writer committed a timer due at ``due_ms``: wake if that is earlier."""
@@ -88,17 +72,13 @@ class Scanner:
         if sleep_until is None or due_ms < sleep_until:
             self._wake.set()
 
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                try:
-                    self._round()
-                except StorageError as exc:  # e.g. the writer is reopening the store
-                    log.warning("scan failed (%s); retrying", exc)
-                    self._stop.wait(STORAGE_RETRY_S)
-        except BaseException as exc:  # a dead scanner must show in /readyz, not go silent
-            self.error = exc
-            log.exception("scanner stopped")
+    def run(self) -> None:
+        while not self.stopping:
+            try:
+                self._round()
+            except StorageError as exc:  # e.g. the writer is reopening the store
+                log.warning("scan failed (%s); retrying", exc)
+                self._stop.wait(STORAGE_RETRY_S)
 
     def _round(self) -> None:
         # Order matters: forget the sleep target and clear the wake-up *before* scanning,
@@ -127,7 +107,7 @@ class Scanner:
     def _hand_over(self, found: Chunk) -> None:
         self.held = len(found)
         self.held_max = max(self.held_max, self.held)
-        while not self._stop.is_set():
+        while not self.stopping:
             try:
                 self.put_queue.put(found, timeout=0.1)
                 break

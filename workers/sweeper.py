@@ -8,37 +8,26 @@ delivered millions of timers scans its due range as fast as a fresh one.
 from __future__ import annotations
 
 import logging
-import threading
 
 from storage import keys
 from storage.errors import StorageError
 from storage.store import CF, RocksStore
 from workers.clock import Clock
+from workers.thread import WorkerThread
 
 log = logging.getLogger("rocktimer.sweeper")
 
 
-class Sweeper:
+class Sweeper(WorkerThread):
+    name = "rocktimer-sweeper"
+
     def __init__(self, store: RocksStore, clock: Clock, interval_ms: int) -> None:
+        super().__init__()
         self.store = store
         self.clock = clock
         self.interval_ms = interval_ms
         self.compactions = 0
         self._reclaimed: bytes = b""
-        self._wake = threading.Event()
-        self._stop = False
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="rocktimer-sweeper", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
 
     def sweep(self) -> bool:
         """Compact the moved timer range if it grew since last time; True if it did."""
@@ -50,14 +39,14 @@ class Sweeper:
         self.compactions += 1
         return True
 
-    def _run(self) -> None:
+    def run(self) -> None:
         next_sweep = self.clock.now_ms() + self.interval_ms
-        while not self._stop:
+        while not self.stopping:
             self.clock.wait(self._wake, next_sweep)
             # Clear the wake-up, or every later wait returns at once (FakeClock.advance sets
             # it to make waiters look at the clock again): a busy loop of compactions.
             self._wake.clear()
-            if self._stop:
+            if self.stopping:
                 return
             if self.clock.now_ms() < next_sweep:
                 continue

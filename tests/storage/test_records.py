@@ -1,0 +1,155 @@
+"""Value codecs: messages, index entries, in-flight records and timer values round-trip."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from storage.errors import CorruptRecordError
+from storage.records import (
+    BodyEncoding,
+    GroupState,
+    IndexEntry,
+    Inflight,
+    MessageRecord,
+    MessageState,
+    TimerKind,
+    decode_index,
+    decode_inflight,
+    decode_message,
+    encode_index,
+    encode_inflight,
+    encode_message,
+    timer_kind,
+    timer_value,
+)
+from tests.storage.strategies import msg_ids, names, u64s
+
+# Text that UTF-8 can encode (no lone surrogates).
+texts = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=40)
+
+messages = st.builds(
+    MessageRecord,
+    topic=names,
+    msg_id=msg_ids,
+    deliver_at_ms=u64s,
+    created_at_ms=u64s,
+    body=st.binary(max_size=300),
+    body_encoding=st.sampled_from(BodyEncoding),
+    tag=st.none() | texts,
+    properties=st.dictionaries(texts, texts, max_size=6),
+    delivered_at_ms=u64s,
+)
+
+
+@given(messages)
+def test_message_round_trip(rec: MessageRecord) -> None:
+    assert decode_message(encode_message(rec)) == rec
+
+
+def test_message_round_trip_binary_body_without_tag_or_properties() -> None:
+    body = bytes(range(256)) * 4 + b"\x00\xff"
+    rec = MessageRecord("t", "m", 1, 2, body, BodyEncoding.BASE64)
+    decoded = decode_message(encode_message(rec))
+    assert decoded == rec
+    assert decoded.tag is None
+    assert decoded.properties == {}
+    assert decoded.body == body
+
+
+def test_empty_tag_is_not_no_tag() -> None:
+    with_empty = decode_message(encode_message(MessageRecord("t", "m", 1, 2, b"", tag="")))
+    without = decode_message(encode_message(MessageRecord("t", "m", 1, 2, b"")))
+    assert with_empty.tag == ""
+    assert without.tag is None
+
+
+def test_message_with_tag_properties_and_large_body() -> None:
+    rec = MessageRecord(
+        topic="%DLQ%g",
+        msg_id="a" * 128,
+        deliver_at_ms=2**64 - 1,
+        created_at_ms=0,
+        body=b"\x00" * (4 * 1024 * 1024),
+        tag="t" * 1000,
+        properties={"k": "v", "ünï": "☃", "": ""},
+    )
+    assert decode_message(encode_message(rec)) == rec
+
+
+def test_delivered_sets_only_delivered_at() -> None:
+    rec = MessageRecord("t", "m", 10, 5, b"x", tag="a", properties={"p": "q"})
+    assert rec.delivered(42) == MessageRecord(
+        "t", "m", 10, 5, b"x", tag="a", properties={"p": "q"}, delivered_at_ms=42
+    )
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x00" * 10,  # shorter than the header
+        struct.pack(">QQQBBBHI", 1, 2, 3, 0x05, 0, 0, 0, 0),  # unknown body encoding
+        struct.pack(">QQQBBBHI", 1, 2, 3, 0, 1, 0, 0, 0) + b"\xff",  # msg_id not UTF-8
+        struct.pack(">QQQBBBHI", 1, 2, 3, 0, 0, 0, 0, 3) + b"{x}",  # properties not JSON
+    ],
+)
+def test_undecodable_message_raises_corrupt_record(data: bytes) -> None:
+    with pytest.raises(CorruptRecordError):
+        decode_message(data)
+
+
+@given(
+    state=st.sampled_from(MessageState),
+    due=u64s,
+    created=u64s,
+    done=u64s,
+    seq=u64s,
+)
+def test_index_round_trip(state: MessageState, due: int, created: int, done: int, seq: int) -> None:
+    entry = IndexEntry(state, due, created, done, seq)
+    assert decode_index(encode_index(entry)) == entry
+
+
+@pytest.mark.parametrize(
+    "data", [b"", b"\x01" * 5, struct.pack(">BQQQQ", 9, 0, 0, 0, 0), b"\x01" * 34]
+)
+def test_undecodable_index_raises_corrupt_record(data: bytes) -> None:
+    with pytest.raises(CorruptRecordError):
+        decode_index(data)
+
+
+@given(
+    state=st.sampled_from(GroupState),
+    attempts=st.integers(min_value=0, max_value=2**16 - 1),
+    generation=u64s,
+    deadline=u64s,
+    failure=u64s,
+)
+def test_inflight_round_trip(
+    state: GroupState, attempts: int, generation: int, deadline: int, failure: int
+) -> None:
+    rec = Inflight(state, attempts, generation, deadline, failure)
+    assert decode_inflight(encode_inflight(rec)) == rec
+
+
+@pytest.mark.parametrize("data", [b"", b"\x01", struct.pack(">BHQQQ", 0, 1, 1, 1, 1)])
+def test_undecodable_inflight_raises_corrupt_record(data: bytes) -> None:
+    with pytest.raises(CorruptRecordError):
+        decode_inflight(data)
+
+
+@given(kind=st.sampled_from(TimerKind), payload=st.binary(max_size=50))
+def test_timer_value_round_trip(kind: TimerKind, payload: bytes) -> None:
+    value = timer_value(kind, payload)
+    assert timer_kind(value) is kind
+    assert value[1:] == payload
+
+
+@pytest.mark.parametrize("value", [b"", b"\x00", b"\x63payload"])
+def test_undecodable_timer_value_raises_corrupt_record(value: bytes) -> None:
+    with pytest.raises(CorruptRecordError):
+        timer_kind(value)

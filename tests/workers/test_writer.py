@@ -1,0 +1,350 @@
+"""Txn (read-your-writes, savepoints) and the Writer (group commit, isolation of failing ops,
+back-pressure, durability before the reply, the scan horizon)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from storage import keys
+from storage.errors import RocktimerError, StorageError
+from storage.keys import PENDING_KEY
+from storage.records import MessageRecord, MessageState
+from storage.store import CF, Put
+from tests.workers.support import Gate, RecordingStore, call, record, run, timer_keys, topic_log
+from workers import messages
+from workers.clock import FakeClock
+from workers.messages import SendOutcome
+from workers.txn import Txn
+from workers.writer import Overloaded, Writer, WriterStopped
+
+
+def put_op(cf: str, key: bytes, value: bytes) -> Callable[[Txn], None]:
+    def op(txn: Txn) -> None:
+        txn.put(cf, key, value)
+
+    return op
+
+
+def send_op(rec: MessageRecord) -> Callable[[Txn], messages.SendOutcome]:
+    return lambda txn: messages.send(txn, rec)
+
+
+# --- Txn ---------------------------------------------------------------------------------
+
+
+def test_txn_reads_its_own_writes_over_the_store(store: RecordingStore) -> None:
+    store.write([Put(CF.META, b"a", b"1"), Put(CF.META, b"b", b"2")], sync=False)
+    txn = Txn(store, 0)
+    txn.put(CF.META, b"a", b"10")
+    txn.delete(CF.META, b"b")
+    txn.put(CF.META, b"c", b"3")
+    assert txn.get(CF.META, b"a") == b"10"
+    assert txn.get(CF.META, b"b") is None
+    assert txn.get(CF.META, b"c") == b"3"
+    assert txn.get(CF.LOGS, b"c") is None  # staged in another column family
+    assert txn.get_many(CF.META, [b"c", b"zz", b"b", b"a"]) == [b"3", None, None, b"10"]
+    assert txn.get_many(CF.LOGS, [b"a"]) == [None]
+    assert store.get(CF.META, b"a") == b"1"  # nothing written before the commit
+
+    txn.commit(0)
+    assert store.get_many(CF.META, [b"a", b"b", b"c"]) == [b"10", None, b"3"]
+    assert store.writes[-1][1] is False  # nobody asked for durability
+
+
+def test_txn_rollback_undoes_only_what_was_staged_after_the_savepoint(
+    store: RecordingStore,
+) -> None:
+    store.write([Put(CF.META, b"kept", b"store"), Put(CF.TIMERS, b"timer", b"v")], sync=False)
+    txn = Txn(store, 0)
+    txn.put(CF.META, b"a", b"first")
+    txn.add_pending(1)
+    hooks: list[str] = []
+    txn.on_commit(lambda: hooks.append("first"))
+    point = txn.savepoint()
+
+    txn.put(CF.META, b"a", b"second")
+    txn.put(CF.META, b"b", b"new")
+    txn.delete(CF.META, b"kept")
+    txn.delete_range(CF.TIMERS, b"", b"\xff")
+    txn.add_pending(5)
+    txn.on_commit(lambda: hooks.append("second"))
+    txn.rollback(point)
+
+    assert txn.get(CF.META, b"a") == b"first"
+    assert txn.get(CF.META, b"b") is None
+    assert txn.get(CF.META, b"kept") == b"store"
+    assert txn.pending_delta == 1
+    txn.commit(7)
+    txn.run_hooks()
+    assert hooks == ["first"]
+    assert store.get(CF.META, b"a") == b"first"
+    assert store.get(CF.META, b"b") is None
+    assert store.get(CF.META, b"kept") == b"store"
+    assert store.get(CF.TIMERS, b"timer") == b"v"  # the range delete was rolled back
+    assert store.get(CF.META, PENDING_KEY) == keys.u64(7)
+
+
+def test_txn_commit_keeps_a_key_put_inside_a_range_deleted_in_the_same_batch(
+    store: RecordingStore,
+) -> None:
+    store.write([Put(CF.TIMERS, bytes([i]), b"old") for i in range(10)], sync=False)
+    txn = Txn(store, 0)
+    txn.put(CF.TIMERS, bytes([3]), b"new")
+    txn.delete(CF.TIMERS, bytes([12]))
+    txn.delete_range(CF.TIMERS, bytes([0]), bytes([10]))
+    assert not txn.empty
+    assert Txn(store, 0).empty
+    txn.commit(0)
+    assert store.scan(CF.TIMERS, b"", b"\xff", 100) == [(bytes([3]), b"new")]
+    assert len(store.writes) == 2  # the setup's write, then the whole Txn as one batch
+
+
+# --- Writer: group commit ----------------------------------------------------------------
+
+
+def test_ops_of_one_group_commit_read_each_others_writes(writer: Writer) -> None:
+    async def scenario() -> tuple[bytes | None, messages.SendOutcome, messages.SendOutcome]:
+        gate = Gate()
+        held = writer.submit(gate.op, durable=False)
+        gate.wait_entered()
+        # All durable: the writer commits ops that need no fsync apart from the others.
+        put = writer.submit(put_op(CF.META, b"k", b"v"), durable=True)
+        read = writer.submit(lambda txn: txn.get(CF.META, b"k"), durable=True)
+        rec = record("t", "dup", writer.clock.now_ms() + 1_000)
+        first = writer.submit(lambda txn: messages.send(txn, rec), durable=True)
+        second = writer.submit(lambda txn: messages.send(txn, rec), durable=True)
+        gate.release.set()
+        await held
+        await put
+        return await read, await first, await second
+
+    value, first, second = run(scenario())
+    assert writer.batches == 2  # the gate's, then the four ops in one batch
+    assert value == b"v"
+    assert first.created
+    assert not second.created  # the duplicate saw the first send, staged in the same batch
+    assert second.deliver_at_ms == first.deliver_at_ms
+    assert writer.pending_timers == 1
+
+
+class Boom(RocktimerError):
+    pass
+
+
+def test_a_failing_op_rolls_back_only_its_own_writes(writer: Writer, store: RecordingStore) -> None:
+    store.write([Put(CF.TIMERS, b"t1", b"v"), Put(CF.TIMERS, b"t2", b"v")], sync=False)
+
+    def bad(txn: Txn) -> None:
+        txn.put(CF.META, b"a", b"from-bad")  # overwrites a write of the op before
+        txn.put(CF.META, b"b", b"from-bad")
+        txn.delete_range(CF.TIMERS, b"t0", b"t9")
+        txn.add_pending(5)
+        raise Boom("no")
+
+    def crash(txn: Txn) -> None:
+        txn.put(CF.META, b"d", b"from-crash")
+        raise ValueError("a bug, not a domain error")
+
+    async def scenario() -> list[Any]:
+        gate = Gate()
+        held = writer.submit(gate.op, durable=False)
+        gate.wait_entered()
+        futures = [
+            writer.submit(put_op(CF.META, b"a", b"from-ok"), durable=True),
+            writer.submit(bad, durable=True),
+            writer.submit(crash, durable=True),
+            writer.submit(put_op(CF.META, b"c", b"from-ok"), durable=True),
+        ]
+        gate.release.set()
+        await held
+        return await asyncio.gather(*futures, return_exceptions=True)
+
+    results = run(scenario())
+    assert writer.batches == 2
+    assert results[0] is None
+    assert isinstance(results[1], Boom)
+    assert isinstance(results[2], ValueError)
+    assert results[3] is None
+    assert store.get(CF.META, b"a") == b"from-ok"
+    assert store.get(CF.META, b"b") is None
+    assert store.get(CF.META, b"d") is None
+    assert store.get(CF.META, b"c") == b"from-ok"
+    assert timer_keys(store) == [b"t1", b"t2"]
+    assert writer.pending_timers == 0
+    assert store.get(CF.META, PENDING_KEY) is None
+
+
+def test_many_concurrent_durable_ops_share_one_synced_write(
+    writer: Writer, store: RecordingStore
+) -> None:
+    n = 300
+    now = writer.clock.now_ms()
+    recs = [record("t", f"m{i}", now + 1_000 + i) for i in range(n)]
+    durable_at_reply: list[bool] = []
+
+    def synced_write_holds(index_key: bytes) -> bool:
+        return any(
+            sync and any(isinstance(op, Put) and op.key == index_key for op in ops)
+            for ops, sync in store.writes
+        )
+
+    def check_on_reply(index_key: bytes) -> Callable[[asyncio.Future[SendOutcome]], None]:
+        def on_done(_: asyncio.Future[SendOutcome]) -> None:
+            durable_at_reply.append(synced_write_holds(index_key))
+
+        return on_done
+
+    async def scenario() -> list[messages.SendOutcome]:
+        gate = Gate()
+        held = writer.submit(gate.op, durable=False)
+        gate.wait_entered()
+        futures = []
+        for rec in recs:
+            fut = writer.submit(send_op(rec), durable=True)
+            fut.add_done_callback(check_on_reply(keys.message_key(rec.topic, rec.msg_id)))
+            futures.append(fut)
+        gate.release.set()
+        await held
+        return await asyncio.gather(*futures)
+
+    outcomes = run(scenario())
+    assert all(o.created for o in outcomes)
+    assert writer.batches == 2 < n
+    assert writer.ops_done == n + 1
+    assert len(store.writes) == 1  # the gate's batch wrote nothing; the sends wrote once
+    assert store.writes[0][1] is True
+    assert durable_at_reply == [True] * n  # every reply came after the synced write
+    assert writer.pending_timers == n
+    assert store.get(CF.META, PENDING_KEY) == keys.u64(n)
+
+
+def test_non_durable_ops_write_without_sync(writer: Writer, store: RecordingStore) -> None:
+    call(writer, put_op(CF.META, b"x", b"1"), durable=False)
+    assert store.writes[-1][1] is False
+    call(writer, put_op(CF.META, b"y", b"1"), durable=True)
+    assert store.writes[-1][1] is True
+
+
+def test_submit_raises_overloaded_when_the_client_queue_is_full(
+    store: RecordingStore, clock: FakeClock
+) -> None:
+    writer = Writer(store, clock, queue_size=3)
+    writer.start()
+    try:
+
+        async def scenario() -> list[None]:
+            gate = Gate()
+            held = writer.submit(gate.op, durable=False)
+            gate.wait_entered()
+            assert writer.queue_depth == 0
+            queued = [
+                writer.submit(put_op(CF.META, bytes([i]), b"v"), durable=False) for i in range(3)
+            ]
+            with pytest.raises(Overloaded) as exc:
+                writer.submit(put_op(CF.META, b"refused", b"v"), durable=False)
+            assert exc.value.retry_after_s >= 1
+            assert writer.queue_depth == 3
+            gate.release.set()
+            await held
+            done = await asyncio.gather(*queued)
+            await writer.submit(put_op(CF.META, b"later", b"v"), durable=False)
+            return done
+
+        assert run(scenario()) == [None, None, None]
+        assert store.get(CF.META, b"refused") is None
+        assert store.get_many(CF.META, [b"\x00", b"\x01", b"\x02", b"later"]) == [b"v"] * 4
+    finally:
+        writer.stop()
+
+
+def test_a_failed_commit_fails_every_op_of_the_batch_and_writes_nothing(
+    writer: Writer, store: RecordingStore
+) -> None:
+    now = writer.clock.now_ms()
+    store.fail_writes = 1
+
+    async def scenario() -> list[Any]:
+        gate = Gate()
+        held = writer.submit(gate.op, durable=False)
+        gate.wait_entered()
+        futures = [
+            writer.submit(send_op(record("t", f"m{i}", now + 5)), durable=True) for i in range(3)
+        ]
+        gate.release.set()
+        await held
+        return await asyncio.gather(*futures, return_exceptions=True)
+
+    results = run(scenario())
+    assert all(isinstance(r, StorageError) for r in results)
+    assert writer.pending_timers == 0
+    assert timer_keys(store) == []
+    assert store.get(CF.MESSAGES, keys.message_key("t", "m0")) is None
+    # The writer survives a failed commit; the retried send is a fresh one.
+    retry = call(writer, lambda txn: messages.send(txn, record("t", "m0", now + 5)), durable=True)
+    assert retry.created
+    assert writer.pending_timers == 1
+
+
+def test_stop_finishes_queued_ops_then_refuses_new_ones(writer: Writer) -> None:
+    gate = Gate()
+    held: concurrent.futures.Future[None] = concurrent.futures.Future()
+    writer.enqueue_internal(gate.op, durable=False, future=held)
+    gate.wait_entered()
+    queued: list[concurrent.futures.Future[bytes | None]] = []
+    for i in range(3):
+        fut: concurrent.futures.Future[bytes | None] = concurrent.futures.Future()
+        writer.enqueue_internal(put_op(CF.META, bytes([i]), b"v"), durable=False, future=fut)
+        queued.append(fut)
+    stopper = threading.Thread(target=writer.stop)
+    stopper.start()
+    gate.release.set()
+    stopper.join(10)
+    assert not stopper.is_alive()
+    assert [f.result(timeout=0) for f in queued] == [None, None, None]
+    assert not writer.running
+    with pytest.raises(WriterStopped):
+        writer.call(put_op(CF.META, b"late", b"v"), durable=False)
+
+    async def submit_late() -> None:
+        writer.submit(put_op(CF.META, b"late", b"v"), durable=False)
+
+    with pytest.raises(WriterStopped):
+        run(submit_late())
+
+
+def test_scan_horizon_stays_at_the_now_of_the_batch_in_progress(
+    writer: Writer, clock: FakeClock
+) -> None:
+    start = clock.now_ms()
+    assert writer.scan_horizon() == start
+    gate = Gate()
+    held: concurrent.futures.Future[None] = concurrent.futures.Future()
+    writer.enqueue_internal(gate.op, durable=False, future=held)
+    gate.wait_entered()
+    clock.advance(50)
+    # A timer created by this batch may be due at start + 1 < now: not scannable yet.
+    assert writer.scan_horizon() == start
+    gate.release.set()
+    held.result(timeout=10)
+    assert writer.scan_horizon() == start + 50
+
+
+def test_a_send_already_due_never_becomes_a_timer_key(
+    writer: Writer, store: RecordingStore, clock: FakeClock
+) -> None:
+    now = clock.now_ms()
+    due_now = call(writer, lambda t: messages.send(t, record("t", "now", now)), durable=True)
+    past = call(writer, lambda t: messages.send(t, record("t", "past", now - 10**6)), durable=True)
+    future = call(writer, lambda t: messages.send(t, record("t", "next", now + 1)), durable=True)
+    assert due_now.state is MessageState.DELIVERED
+    assert past.state is MessageState.DELIVERED
+    assert future.state is MessageState.SCHEDULED
+    assert timer_keys(store) == [keys.message_timer_key(now + 1, "t", "next")]
+    assert [r.msg_id for r in topic_log(store, "t")] == ["now", "past"]
+    assert writer.pending_timers == 1
