@@ -37,6 +37,7 @@ class Settings(BaseSettings):
     put_queue_chunks: int = Field(PUT_QUEUE_CHUNKS, ge=1)
     sweep_interval_ms: int = Field(60_000, ge=10)
     min_free_bytes: int = Field(64 * MiB, ge=0)
+    retention_ms: int = Field(72 * 3_600_000, ge=1_000)
     api_keys: dict[str, Role] = Field(default_factory=dict)
 
     @cached_property
@@ -48,4 +49,5 @@ class Settings(BaseSettings):
             put_queue_chunks=self.put_queue_chunks,
             sweep_interval_ms=self.sweep_interval_ms,
             min_free_bytes=self.min_free_bytes,
+            retention_ms=self.retention_ms,
         )

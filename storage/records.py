@@ -196,6 +196,15 @@ class TimerKind(enum.IntEnum):
     RETRY = 3  # payload: empty; fires the end of a retry back-off
 
 
+def record_msg_id(record: bytes) -> str:
+    """The msg_id of an encoded record, without decoding the rest."""
+    return record[_MESSAGE.size : _MESSAGE.size + record[25]].decode()
+
+
+def record_delivered_at(record: bytes) -> int:
+    return int.from_bytes(record[DELIVERED_AT_SLICE], "big")
+
+
 def stamp_delivered(record: bytes, at_ms: int) -> bytes:
     """An encoded record with delivered_at set, without decoding the rest."""
     return (

@@ -33,6 +33,7 @@ class EngineConfig:
     scan_chunk: int = SCAN_CHUNK
     put_queue_chunks: int = PUT_QUEUE_CHUNKS
     sweep_interval_ms: int = 60_000
+    retention_ms: int = 72 * 3_600_000  # delivered messages kept (RocketMQ fileReservedTime)
     min_free_bytes: int = 64 * 1024 * 1024  # below this, sends get 503 (room to drain)
 
 
@@ -63,7 +64,13 @@ class Engine:
             self.store, self.writer, self.clock, self.put_queue, chunk=config.scan_chunk
         )
         self.deliverer = Deliverer(self.writer, self.put_queue)
-        self.sweeper = Sweeper(self.store, self.clock, config.sweep_interval_ms)
+        self.sweeper = Sweeper(
+            self.store,
+            self.clock,
+            config.sweep_interval_ms,
+            writer=self.writer,
+            retention_ms=config.retention_ms,
+        )
         self.started = False
 
     def start(self) -> None:
