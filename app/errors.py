@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Match
 
 from storage.errors import RocktimerError, StorageError
 from workers.errors import MessageConflict, MessageNotFound
@@ -31,6 +32,10 @@ class InvalidInput(RocktimerError):
         self.status = status
 
 
+class UnsupportedMediaType(RocktimerError):
+    """A body that says it is not JSON (415)."""
+
+
 class PayloadTooLarge(RocktimerError):
     """A body or a whole request over its configured limit (413)."""
 
@@ -48,6 +53,7 @@ _STATUS: list[tuple[type[Exception], int, str]] = [
     (MessageNotFound, 404, "Not Found"),
     (MessageConflict, 409, "Conflict"),
     (PayloadTooLarge, 413, "Payload Too Large"),
+    (UnsupportedMediaType, 415, "Unsupported Media Type"),
     (Unauthorized, 401, "Unauthorized"),
     (Forbidden, 403, "Forbidden"),
     (Overloaded, 429, "Too Many Requests"),
@@ -83,16 +89,23 @@ def problem(
     return Response(orjson.dumps(body), status_code=status, media_type=PROBLEM, headers=headers)
 
 
+MAX_FIELD_ERRORS = 20  # listed per problem: 10k bad fields must not make a 1 MB reply
+
+
 def field_errors(raw: Sequence[Any], prefix: Sequence[str | int] = ()) -> list[dict[str, Any]]:
-    """Pydantic/FastAPI error dicts → ``{loc, field, reason}`` naming each bad field."""
+    """Pydantic/FastAPI error dicts → ``{loc, field, reason}`` naming each bad field (the
+    first MAX_FIELD_ERRORS; a last entry counts the rest)."""
     out = []
-    for err in raw:
+    for err in raw[:MAX_FIELD_ERRORS]:
         loc = [*prefix, *(p for p in err.get("loc", ()) if p != "__root__")]
         named = [str(p) for p in loc if not isinstance(p, int)]
         field = (
             ".".join(str(p) for p in loc[1:]) if len(loc) > 1 else (named[-1] if named else "body")
         )
         out.append({"loc": loc, "field": field or "body", "reason": str(err.get("msg", "invalid"))})
+    if len(raw) > MAX_FIELD_ERRORS:
+        more = len(raw) - MAX_FIELD_ERRORS
+        out.append({"loc": list(prefix), "field": "body", "reason": f"and {more} more errors"})
     return out
 
 
@@ -107,6 +120,30 @@ def invalid(exc: ValidationError, prefix: Sequence[str | int] = ("body",)) -> In
 
 def _summary(errors: list[dict[str, Any]]) -> str:
     return "; ".join(f"{e['field']}: {e['reason']}" for e in errors)
+
+
+def _flat_routes(routes: Sequence[Any]) -> list[BaseRoute]:
+    """The routes of the app and of every included router (FastAPI wraps those)."""
+    out: list[BaseRoute] = []
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            out += _flat_routes(inner.routes)
+        elif isinstance(route, BaseRoute):
+            out.append(route)
+    return out
+
+
+def allowed_methods(app: FastAPI, request: Request) -> list[str]:
+    """Every method some route serves at this path (RFC 9110: Allow lists them all);
+    starlette names only the first route's, and GET and PUT of a group are two routes."""
+    methods: set[str] = set()
+    for route in _flat_routes(app.router.routes):
+        if route.matches(request.scope)[0] is not Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
 
 
 def install(app: FastAPI) -> None:
@@ -129,10 +166,13 @@ def install(app: FastAPI) -> None:
         return problem(422, "Unprocessable Content", _summary(errors), errors)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> Response:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         detail = exc.detail if isinstance(exc.detail, str) else "error"
         title = {404: "Not Found", 405: "Method Not Allowed"}.get(exc.status_code, "Error")
-        return problem(exc.status_code, title, detail, headers=dict(exc.headers or {}))
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(allowed_methods(app, request))
+        return problem(exc.status_code, title, detail, headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> Response:

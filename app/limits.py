@@ -1,4 +1,4 @@
-"""A pure ASGI middleware that refuses request bodies over the configured size (413).
+"""Pure ASGI middlewares: request bodies over the configured size (413), and HEAD.
 
 It checks Content-Length up front and counts streamed bytes for chunked bodies, so an
 oversize request is refused before it is buffered in memory.
@@ -47,3 +47,23 @@ class BodyLimit:
         detail = f"request body of {size} bytes is over the {self.max_bytes} byte limit"
         response = problem(413, "Payload Too Large", detail, headers={"Connection": "close"})
         await response(scope, receive, send)
+
+
+class HeadAsGet:
+    """HEAD wherever GET is served (RFC 9110 §9.1), without a second OpenAPI operation:
+    the request runs as GET and the body is dropped, headers kept."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)

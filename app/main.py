@@ -14,7 +14,7 @@ from pydantic.json_schema import models_json_schema
 from app import errors
 from app.auth import ApiKeys
 from app.config import Settings
-from app.limits import BodyLimit
+from app.limits import BodyLimit, HeadAsGet
 from app.metrics import LatenessHistogram, registry_for
 from app.routes import admin, consumers, producers, service
 from app.schemas import REQUEST_MODELS
@@ -55,6 +55,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         version="1",
         summary="Scheduled messages: millisecond precision, years of delay, cancel, retry, DLQ",
         lifespan=lifespan,
+        # No trailing-slash redirects: ".../messages/%2F" must not 307 to another resource.
+        redirect_slashes=False,
     )
     app.state.settings = settings
     errors.install(app)
@@ -63,6 +65,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     app.include_router(admin.router)
     app.include_router(service.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(HeadAsGet)
     if settings.api_keys:
         app.add_middleware(ApiKeys, keys=settings.api_keys)
     _document_request_bodies(app)

@@ -9,14 +9,14 @@ from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
-from app.errors import invalid
+from app.errors import UnsupportedMediaType, invalid
 from app.schemas import Problem
 
 M = TypeVar("M", bound=BaseModel)
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": Problem, "content": {"application/problem+json": {}}}
-    for code in (400, 401, 403, 404, 409, 413, 422, 429, 503)
+    for code in (400, 401, 403, 404, 409, 413, 415, 422, 429, 503)
 }
 
 
@@ -26,7 +26,23 @@ def json_body(model: type[BaseModel]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
 
 
+JSON_TYPES = ("application/json",)
+
+
+def require_json(request: Request) -> None:
+    """A body must be JSON: a Content-Type that says otherwise is 415 (none is taken as JSON)."""
+    declared = request.headers.get("content-type")
+    if declared is None:
+        return
+    media = declared.split(";", 1)[0].strip().lower()
+    if media not in JSON_TYPES and not (
+        media.startswith("application/") and media.endswith("+json")
+    ):
+        raise UnsupportedMediaType(f"send the body as application/json, not {media!r}")
+
+
 async def parse(request: Request, model: type[M]) -> M:
+    require_json(request)
     try:
         return model.model_validate_json(await request.body())
     except ValidationError as exc:

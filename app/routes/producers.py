@@ -14,7 +14,7 @@ from app.config import Settings
 from app.deps import MsgIdPath, TopicPath, engine_of, settings_of
 from app.errors import InvalidInput, PayloadTooLarge, invalid, status_of
 from app.ids import new_msg_id
-from app.routes.common import ERRORS, json_body, json_response, parse
+from app.routes.common import ERRORS, json_body, json_response, parse, require_json
 from app.schemas import (
     BatchEnvelope,
     BatchResult,
@@ -144,6 +144,7 @@ async def send_messages(topic: TopicPath, request: Request) -> Response:
     engine = engine_of(request)
     settings = settings_of(request)
     writable_topic(topic)
+    require_json(request)
     raw = await request.body()
     now = engine.clock.now_ms()
     results: list[dict[str, Any] | None]
