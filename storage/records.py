@@ -84,6 +84,8 @@ def decode_message(data: bytes) -> MessageRecord:
         pos += n_tag
         props = orjson.loads(data[pos : pos + n_props]) if n_props else {}
         pos += n_props
+        if pos > len(data):
+            raise ValueError(f"record cut short: {len(data)} bytes, header says {pos}+")
         return MessageRecord(
             topic=topic,
             msg_id=msg_id,

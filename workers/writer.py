@@ -34,6 +34,7 @@ T = TypeVar("T")
 
 GROUP_COMMIT_MAX_OPS = 1024  # ops per WriteBatch; bounds one commit's latency
 INTERNAL_QUEUE = 4  # moves waiting for the writer; more only adds memory, not speed
+CALL_POLL_S = 1.0  # how often a waiting worker checks that the writer is still alive
 REOPEN_BACKOFF_MS = 500  # between attempts to reopen a store whose write failed
 DISK_FULL_DETAIL = "the disk is nearly full: new messages are refused until space is freed"
 
@@ -143,7 +144,12 @@ class Writer:
         """Run an op from a worker thread and wait for its commit (blocks when queue is full)."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         self.enqueue_internal(fn, durable=durable, future=future, internal=internal)
-        return future.result()
+        while True:
+            try:
+                return future.result(timeout=CALL_POLL_S)
+            except concurrent.futures.TimeoutError:
+                if not self.alive and not future.done():  # never wait on a dead writer
+                    raise WriterStopped("the writer thread is gone") from None
 
     def enqueue_internal(
         self,
@@ -252,8 +258,12 @@ class Writer:
                 txn.commit(total)
                 self.pending_timers = total
                 self.cancels_committed += txn.cancels  # only after the write is visible
-        except StorageError as exc:
-            log.error("commit of %d ops failed: %s", len(ops), exc)
+        except Exception as exc:  # any error, not only StorageError: one that escaped
+            # would kill this thread and leave every caller waiting forever
+            if isinstance(exc, StorageError):
+                log.error("commit of %d ops failed: %s", len(ops), exc)
+            else:
+                log.exception("commit of %d ops failed", len(ops))
             results = [(op, False, exc) for op, _, _ in results]
         else:
             try:

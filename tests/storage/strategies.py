@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hypothesis import settings
 from hypothesis import strategies as st
 
 NAME_RE = r"[%|a-zA-Z0-9_-]{1,127}"
@@ -14,3 +15,6 @@ short_names = st.text(alphabet="%|aAz0_-", min_size=1, max_size=4)
 short_ids = st.text(alphabet=".:aZ9-", min_size=1, max_size=4)
 u64s = st.integers(min_value=0, max_value=2**64 - 1)
 dues = st.one_of(u64s, st.integers(min_value=0, max_value=3))
+
+# No per-example deadline: on a loaded two-core machine one slow example is not a bug.
+relaxed = settings(deadline=None)

@@ -9,11 +9,12 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from storage import keys
-from tests.storage.strategies import dues, msg_ids, names, short_ids, short_names, u64s
+from tests.storage.strategies import dues, msg_ids, names, relaxed, short_ids, short_names, u64s
 
 timer_tuples = st.tuples(dues, st.one_of(names, short_names), st.one_of(msg_ids, short_ids))
 
 
+@relaxed
 @given(a=timer_tuples, b=timer_tuples)
 def test_timer_key_byte_order_is_due_topic_msg_id_order(
     a: tuple[int, str, str], b: tuple[int, str, str]
@@ -23,6 +24,7 @@ def test_timer_key_byte_order_is_due_topic_msg_id_order(
     assert (ka == kb) == (a == b)
 
 
+@relaxed
 @given(st.lists(timer_tuples, min_size=2, max_size=30))
 def test_sorting_timer_keys_sorts_by_due_then_topic_then_msg_id(
     items: list[tuple[int, str, str]],
@@ -39,12 +41,14 @@ def test_separator_sorts_before_every_allowed_character() -> None:
     assert keys.message_timer_key(4, "zz", "z") < keys.message_timer_key(5, "%", "-")
 
 
+@relaxed
 @given(due=dues, topic=names, msg_id=msg_ids)
 def test_message_timer_key_round_trip(due: int, topic: str, msg_id: str) -> None:
     decoded = keys.decode_timer_key(keys.message_timer_key(due, topic, msg_id))
     assert decoded == keys.TimerKey(due, topic, msg_id.encode())
 
 
+@relaxed
 @given(due=dues, topic=names, group=names, seq=u64s, generation=u64s)
 def test_invisible_timer_key_round_trip(
     due: int, topic: str, group: str, seq: int, generation: int
@@ -63,6 +67,7 @@ def test_invisible_timer_key_with_zero_bytes_in_seq_and_generation() -> None:
     )
 
 
+@relaxed
 @given(due=u64s, topic=names, msg_id=msg_ids)
 def test_due_bound_splits_timers_by_due(due: int, topic: str, msg_id: str) -> None:
     key = keys.message_timer_key(due, topic, msg_id)
@@ -75,6 +80,7 @@ def test_due_bound_clamps_past_u64() -> None:
     assert keys.due_bound(2**64 + 5) == b"\xff" * 8
 
 
+@relaxed
 @given(key=st.binary(max_size=20), other=st.binary(max_size=21))
 def test_successor_is_the_next_key(key: bytes, other: bytes) -> None:
     nxt = keys.successor(key)
@@ -83,6 +89,7 @@ def test_successor_is_the_next_key(key: bytes, other: bytes) -> None:
         assert nxt <= other  # nothing fits strictly between a key and its successor
 
 
+@relaxed
 @given(lane_topic=names, seq=u64s)
 def test_log_key_round_trip_and_stays_in_its_lane(lane_topic: str, seq: int) -> None:
     lane = keys.topic_lane(lane_topic)
@@ -91,12 +98,14 @@ def test_log_key_round_trip_and_stays_in_its_lane(lane_topic: str, seq: int) -> 
     assert lane <= key < keys.prefix_end(lane)
 
 
+@relaxed
 @given(topic=names, a=u64s, b=u64s)
 def test_log_keys_sort_by_seq(topic: str, a: int, b: int) -> None:
     lane = keys.topic_lane(topic)
     assert (keys.log_key(lane, a) < keys.log_key(lane, b)) == (a < b)
 
 
+@relaxed
 @given(a=st.one_of(names, short_names), b=st.one_of(names, short_names), seq=u64s)
 def test_one_topics_log_is_outside_another_topics_lane(a: str, b: str, seq: int) -> None:
     assume(a != b)
@@ -105,6 +114,7 @@ def test_one_topics_log_is_outside_another_topics_lane(a: str, b: str, seq: int)
     assert not (lane_b <= key_a < keys.prefix_end(lane_b))
 
 
+@relaxed
 @given(topic=names, group=names, seq=u64s)
 def test_retry_lane_is_outside_the_topic_lane(topic: str, group: str, seq: int) -> None:
     lane = keys.topic_lane(topic)
@@ -113,11 +123,13 @@ def test_retry_lane_is_outside_the_topic_lane(topic: str, group: str, seq: int) 
     assert not (lane <= key < keys.prefix_end(lane))
 
 
+@relaxed
 @given(a=st.tuples(short_names, short_ids), b=st.tuples(short_names, short_ids))
 def test_message_key_identifies_topic_and_msg_id(a: tuple[str, str], b: tuple[str, str]) -> None:
     assert (keys.message_key(*a) == keys.message_key(*b)) == (a == b)
 
 
+@relaxed
 @given(
     a=st.tuples(short_names, short_names, u64s),
     b=st.tuples(short_names, short_names, u64s),
@@ -148,6 +160,7 @@ def test_u64_rejects_out_of_range(value: int) -> None:
         keys.u64(value)
 
 
+@relaxed
 @given(u64s)
 def test_u64_round_trip_and_order(value: int) -> None:
     assert keys.read_u64(keys.u64(value)) == value

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.workers.support import Gate, RecordingStore
+from tests.workers.support import Gate, RecordingStore, stop_within
 from workers.clock import FakeClock
 from workers.runner import Engine, EngineConfig
 from workers.writer import Writer
@@ -57,7 +57,7 @@ def make_engine(data_dir: str, clock: FakeClock) -> Iterator[EngineFactory]:
     yield make
     Gate.release_all()
     for engine in engines:
-        engine.stop()
+        stop_within(engine)
     for engine in engines:
         assert engine.scanner.error is None, engine.scanner.error
         assert engine.deliverer.error is None, engine.deliverer.error

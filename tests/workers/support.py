@@ -67,6 +67,15 @@ def topic_log(store: RocksStore, topic: str) -> list[MessageRecord]:
     return [decode_message(v) for _, v in entries]
 
 
+def stop_within(engine: Engine, timeout: float = WAIT_S) -> None:
+    """Engine.stop, failing the test instead of hanging it (a worker blocked on a dead
+    writer would never return)."""
+    stopper = threading.Thread(target=engine.stop, name="test-engine-stop", daemon=True)
+    stopper.start()
+    stopper.join(timeout)
+    assert not stopper.is_alive(), "Engine.stop() did not return"
+
+
 def start_parts(engine: Engine, *, scanner: bool = True, deliverer: bool = False) -> None:
     """Start the writer and some workers only; ``engine.stop()`` still stops them all."""
     engine.writer.start()
@@ -112,6 +121,7 @@ class RecordingStore(RocksStore):
         super().__init__(path)
         self.writes: list[tuple[list[WriteOp], bool]] = []
         self.fail_writes = 0
+        self.failure: Exception = StorageError("injected write failure")
 
     def write(self, ops: Iterable[WriteOp], *, sync: bool) -> None:
         self._maybe_fail()
@@ -136,4 +146,4 @@ class RecordingStore(RocksStore):
     def _maybe_fail(self) -> None:
         if self.fail_writes > 0:
             self.fail_writes -= 1
-            raise StorageError("injected write failure")
+            raise self.failure

@@ -8,6 +8,8 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 
+import pytest
+
 from storage import keys
 from storage.records import MessageRecord, MessageState
 from storage.store import CF
@@ -96,29 +98,30 @@ def test_cancel_wins_over_a_due_key_already_in_the_put_queue(
     assert [g.record.msg_id for g in got] == ["a", "c"]
 
 
-def test_range_delete_never_swallows_a_key_that_was_not_moved(
-    engine: Engine, clock: FakeClock
+@pytest.mark.parametrize("early", [1, 600])  # a short span (point deletes), a long one (range)
+def test_moving_a_span_never_deletes_a_key_that_was_not_moved(
+    engine: Engine, clock: FakeClock, early: int
 ) -> None:
     start = clock.now_ms()
-    run(engine.send(record("t", "a", start + 100)))
+    early_ids = [f"a{i:04d}" for i in range(early)]
+    send_all(engine, [record("t", msg_id, start + 100) for msg_id in early_ids])
     run(engine.send(record("t", "c", start + 300)))
     clock.advance(100)
-    wait_until(lambda: engine.deliverer.moved == 1, what="a's delivery")
-    watermark = engine.store.get(CF.META, keys.WATERMARK_KEY)
-    key_a = keys.message_timer_key(start + 100, "t", "a")
+    wait_until(moved_is(engine, early), what="the early ones")
+    last_moved = keys.message_timer_key(start + 100, "t", early_ids[-1])
     key_c = keys.message_timer_key(start + 300, "t", "c")
-    assert watermark == keys.successor(key_a)
+    assert engine.store.get(CF.META, keys.WATERMARK_KEY) == keys.successor(last_moved)
     assert timer_keys(engine.store) == [key_c]
 
-    # Scheduled after the first move, due between the moved key and the remaining one.
+    # Scheduled after the first move, due between the moved keys and the remaining one.
     run(engine.send(record("t", "b", start + 200)))
     # And one due right now: it goes to the log, never into the timer span.
     run(engine.send(record("t", "now", start + 100)))
     assert timer_keys(engine.store) == [keys.message_timer_key(start + 200, "t", "b"), key_c]
 
     clock.advance(200)
-    wait_until(lambda: engine.deliverer.moved == 3, what="b and c")
-    assert [e.msg_id for e in topic_log(engine.store, "t")] == ["a", "now", "b", "c"]
+    wait_until(moved_is(engine, early + 2), what="b and c")
+    assert [e.msg_id for e in topic_log(engine.store, "t")] == [*early_ids, "now", "b", "c"]
     assert engine.store.get(CF.META, keys.WATERMARK_KEY) == keys.successor(key_c)
     assert timer_keys(engine.store) == []
 

@@ -260,6 +260,7 @@ def test_submit_raises_overloaded_when_the_client_queue_is_full(
         assert store.get(CF.META, b"refused") is None
         assert store.get_many(CF.META, [b"\x00", b"\x01", b"\x02", b"later"]) == [b"v"] * 4
     finally:
+        Gate.release_all()
         writer.stop()
 
 
@@ -289,6 +290,19 @@ def test_a_failed_commit_fails_every_op_of_the_batch_and_writes_nothing(
     retry = call(writer, lambda txn: messages.send(txn, record("t", "m0", now + 5)), durable=True)
     assert retry.created
     assert writer.pending_timers == 1
+
+
+def test_a_commit_failing_with_any_error_fails_its_batch_and_the_writer_goes_on(
+    writer: Writer, store: RecordingStore
+) -> None:
+    store.failure = OverflowError("not a StorageError")
+    store.fail_writes = 1
+    with pytest.raises(OverflowError):
+        call(writer, put_op(CF.META, b"a", b"1"), durable=False)
+    assert store.get(CF.META, b"a") is None
+    assert call(writer, put_op(CF.META, b"b", b"1"), durable=False) is None
+    assert store.get(CF.META, b"b") == b"1"
+    assert writer.running
 
 
 def test_stop_finishes_queued_ops_then_refuses_new_ones(writer: Writer) -> None:
