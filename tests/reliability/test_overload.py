@@ -135,16 +135,18 @@ def test_sigterm_drains_and_restart_continues(
 
     asyncio.run(send_many())
     with httpx.Client(base_url=srv.url, timeout=30) as c:
-        c.post("/v1/topics/term/messages", json={"msg_id": "now", "body": "x"})
-        held = c.post("/v1/topics/term/groups/g/receive", json={"invisible_ms": 60_000})
+        c.post("/v1/topics/term-now/messages", json={"msg_id": "now", "body": "x"})
+        held = c.post("/v1/topics/term-now/groups/g/receive", json={"invisible_ms": 60_000})
         assert [m["msg_id"] for m in held.json()["messages"]] == ["now"]
         receipt = held.json()["messages"][0]["receipt"]
-        ack = c.post("/v1/topics/term/groups/g/ack", json={"receipts": [receipt]})
+        ack = c.post("/v1/topics/term-now/groups/g/ack", json={"receipts": [receipt]})
         assert ack.json()["results"][0]["status"] == "acked"
     assert srv.terminate() in (0, -15)  # uvicorn re-raises SIGTERM after a clean shutdown
     assert "stopped cleanly" in srv.logs() or "Traceback" not in srv.logs()
     again = fresh_server(data)
     with httpx.Client(base_url=again.url, timeout=30) as c:
         got = receive_all(c, "term", "g", len(accepted), timeout_s=15)
-        assert sorted(m["msg_id"] for m in got) == sorted(accepted), "acked 'now' never returns"
-        assert c.get("/v1/topics/term/groups/g/messages/now").json()["state"] == "acked"
+        assert sorted(m["msg_id"] for m in got) == sorted(accepted)
+        assert c.get("/v1/topics/term-now/groups/g/messages/now").json()["state"] == "acked"
+        again = c.post("/v1/topics/term-now/groups/g/receive", json={"wait_ms": 200})
+        assert again.json()["messages"] == [], "an acked message never returns"
