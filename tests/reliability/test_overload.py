@@ -148,5 +148,5 @@ def test_sigterm_drains_and_restart_continues(
         got = receive_all(c, "term", "g", len(accepted), timeout_s=15)
         assert sorted(m["msg_id"] for m in got) == sorted(accepted)
         assert c.get("/v1/topics/term-now/groups/g/messages/now").json()["state"] == "acked"
-        again = c.post("/v1/topics/term-now/groups/g/receive", json={"wait_ms": 200})
-        assert again.json()["messages"] == [], "an acked message never returns"
+        after = c.post("/v1/topics/term-now/groups/g/receive", json={"wait_ms": 200})
+        assert after.json()["messages"] == [], "an acked message never returns"
