@@ -37,5 +37,10 @@ fmt: $(VENV)/.test-stamp
 bench: $(VENV)/.test-stamp  ## the quick benchmark profile (see bench/README.md)
 	$(PY) -m bench
 
+CYCLES ?= 50
+.PHONY: crash
+crash: $(VENV)/.test-stamp  ## SIGKILL the real server under load CYCLES times; nothing acknowledged may be lost
+	$(PY) -m tests.reliability.crash_loop --cycles $(CYCLES)
+
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

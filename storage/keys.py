@@ -9,6 +9,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from storage.errors import CorruptRecordError
+
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")
 _U64_MAX = 2**64 - 1
@@ -53,8 +55,11 @@ def timer_key(due_ms: int, target: str, ident: bytes) -> bytes:
 
 
 def decode_timer_key(key: bytes) -> TimerKey:
-    sep = key.index(SEP, 8)
-    return TimerKey(read_u64(key), key[8:sep].decode(), key[sep + 1 :])
+    try:
+        sep = key.index(SEP, 8)
+        return TimerKey(read_u64(key), key[8:sep].decode(), key[sep + 1 :])
+    except (ValueError, struct.error) as exc:  # UnicodeDecodeError is a ValueError
+        raise CorruptRecordError(f"undecodable timer key {key!r}: {exc}") from exc
 
 
 def due_bound(due_ms: int) -> bytes:
@@ -95,14 +100,17 @@ InvisibleIdent = GroupTimer
 
 
 def decode_group_timer(key: TimerKey) -> GroupTimer:
-    sep = key.ident.index(SEP)
     prefix = INVISIBLE_PREFIX if key.target.startswith(INVISIBLE_PREFIX) else RETRY_PREFIX
-    return GroupTimer(
-        key.ident[:sep].decode(),
-        key.target[len(prefix) :],
-        read_u64(key.ident, sep + 1),
-        read_u64(key.ident, sep + 9),
-    )
+    try:
+        sep = key.ident.index(SEP)
+        return GroupTimer(
+            key.ident[:sep].decode(),
+            key.target[len(prefix) :],
+            read_u64(key.ident, sep + 1),
+            read_u64(key.ident, sep + 9),
+        )
+    except (ValueError, struct.error) as exc:
+        raise CorruptRecordError(f"undecodable group timer {key!r}: {exc}") from exc
 
 
 decode_invisible = decode_group_timer

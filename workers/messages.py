@@ -3,11 +3,13 @@ timers into topic logs. Plus the read-only status lookup (runs anywhere)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from storage import keys
+from storage.errors import CorruptRecordError
 from storage.records import (
     CREATED_AT_OFFSET,
     INDEX,
@@ -26,6 +28,8 @@ from storage.store import CF, RocksStore
 from workers import consume, lanes
 from workers.errors import MessageConflict, MessageNotFound
 from workers.txn import Txn
+
+log = logging.getLogger("rocktimer.deliverer")
 
 # Spans this long go with one range delete; shorter ones with point deletes. RocksDB
 # walks every range tombstone in the memtable whenever it builds an iterator: at a steady
@@ -182,7 +186,10 @@ def move_due(
     moved = 0
     for key, value in entries:
         if value[0] != _MESSAGE_TIMER:
-            consume.fire(txn, key, value[0])
+            try:
+                consume.fire(txn, key, value[0])
+            except CorruptRecordError as exc:  # one bad key must not stall every delivery
+                log.error("skipping an undecodable timer: %s", exc)
             continue
         if index_raw is not None:
             raw = next(index_raw)

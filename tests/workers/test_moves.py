@@ -10,7 +10,7 @@ import pytest
 
 from storage import keys
 from storage.errors import StorageError
-from storage.records import MessageState, decode_index
+from storage.records import MessageState, TimerKind, decode_index, timer_value
 from storage.store import CF, Delete, DeleteRange, Put
 from tests.workers.support import (
     TIMER_END,
@@ -234,3 +234,17 @@ def test_with_no_cancel_since_the_mark_every_scanned_message_moves(
         assert status.entry.state is MessageState.DELIVERED
         assert status.record is not None
         assert status.record.delivered_at_ms == due
+
+
+def test_an_undecodable_group_timer_is_skipped_not_fatal(
+    writer: Writer, store: RecordingStore, clock: FakeClock
+) -> None:
+    due = clock.now_ms() + 10
+    schedule(writer, "t", "a", due)
+    bad = keys.timer_key(due, keys.INVISIBLE_PREFIX + "g", b"no-separator-here")
+    store.write([Put(CF.TIMERS, bad, timer_value(TimerKind.INVISIBLE))], sync=True)
+    clock.advance(10)
+    scanned = due_entries(store)
+    assert len(scanned) == 2
+    assert call(writer, lambda txn: messages.move_due(txn, scanned), durable=False) == 1
+    assert [r.msg_id for r in topic_log(store, "t")] == ["a"]
