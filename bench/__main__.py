@@ -1,7 +1,9 @@
 """``python -m bench`` (``make bench``): every figure, one table on stdout.
 
-BENCH_SCALE=full for the full sizes, BENCH_STORM_N to size the storm; progress goes to
-stderr. See bench/README.md for what each figure measures.
+BENCH_SCALE=full for the full sizes; BENCH_STORM_N, BENCH_CONSUME_N, BENCH_NACK_N,
+BENCH_PENDING_N, BENCH_RECLAIM_N and BENCH_GROWTH_LEVELS override single sizes (see
+bench/scale.py). Figure numbers as arguments run only those: ``python -m bench 5 7``.
+Progress goes to stderr. See bench/README.md for what each figure measures.
 """
 
 from __future__ import annotations
@@ -10,29 +12,93 @@ import sys
 import time
 from collections.abc import Callable
 
-from bench import batch, lateness, report, scale, send, storm
+from bench import (
+    batch,
+    growth,
+    lateness,
+    pending,
+    receive,
+    reclaim,
+    redis_alt,
+    report,
+    scale,
+    send,
+    storm,
+)
+
+Figure = tuple[str, str, Callable[[], list[report.Row]]]
 
 
-def main() -> None:
-    s = scale.current()
-    figures: tuple[tuple[str, Callable[[], list[report.Row]]], ...] = (
+def figures(s: scale.Scale) -> list[Figure]:
+    # Figure 6 compares Redis with figures 2-4 of the same run: they hand it their results.
+    ours = redis_alt.Ours()
+
+    def batch_rows() -> list[report.Row]:
+        ours.batch = batch.measure(batches=s.batches)
+        return batch.rows(ours.batch)
+
+    def lateness_rows() -> list[report.Row]:
+        ours.lateness = lateness.measure(seconds=s.lateness_seconds)
+        return lateness.rows(ours.lateness)
+
+    def storm_rows() -> list[report.Row]:
+        ours.storm = storm.measure(n=s.storm_n)
+        return storm.rows(ours.storm)
+
+    return [
         (
-            "1 single send vs bare FastAPI",
+            "1",
+            "single send vs bare FastAPI",
             lambda: send.run_figure(warmup_s=s.send_warmup_s, seconds=s.send_seconds),
         ),
-        ("2 batch send vs raw WriteBatch", lambda: batch.run_figure(batches=s.batches)),
-        ("3 lateness", lambda: lateness.run_figure(seconds=s.lateness_seconds)),
-        ("4 storm", lambda: storm.run_figure(n=s.storm_n)),
-    )
+        ("2", "batch send vs raw WriteBatch", batch_rows),
+        ("3", "lateness", lateness_rows),
+        ("4", "storm", storm_rows),
+        (
+            "5",
+            "consume and nack vs batch send",
+            lambda: receive.run_figure(consume_n=s.consume_n, nack_n=s.nack_n),
+        ),
+        (
+            "6",
+            "Redis sorted-set delay queue",
+            lambda: redis_alt.run_figure(
+                batches=s.batches, seconds=s.lateness_seconds, storm_n=s.storm_n, ours=ours
+            ),
+        ),
+        ("7", "pending far-future timers", lambda: pending.run_figure(n=s.pending_n)),
+        ("8", "tombstone reclaim", lambda: reclaim.run_figure(n=s.reclaim_n)),
+        (
+            "9",
+            "growth curve",
+            lambda: growth.run_figure(levels=s.growth_levels, profile=s.name),
+        ),
+    ]
+
+
+def main(argv: list[str]) -> None:
+    s = scale.current()
+    plan = figures(s)
+    known = {number for number, _, _ in plan}
+    if unknown := sorted(set(argv) - known):
+        raise SystemExit(f"unknown figure(s) {', '.join(unknown)}; figures are 1-{len(plan)}")
     rows: list[report.Row] = []
+    load_before = report.load_average()
     started = time.monotonic()
-    for name, figure in figures:
-        print(f"[bench {s.name}] figure {name} ...", file=sys.stderr, flush=True)
+    for number, name, figure in plan:
+        if argv and number not in argv:
+            continue
+        print(f"[bench {s.name}] figure {number} {name} ...", file=sys.stderr, flush=True)
+        begun = time.monotonic()
         rows += figure()
+        took = time.monotonic() - begun
+        print(f"[bench {s.name}] figure {number} took {took:.0f} s", file=sys.stderr, flush=True)
     took = time.monotonic() - started
     print(f"[bench {s.name}] done in {took:.0f} s", file=sys.stderr, flush=True)
-    print(report.table(rows, s.name))
+    note = f"{took:.0f} s; load average (1/5/15 min) {load_before} before, "
+    note += f"{report.load_average()} after"
+    print(report.table(rows, s.name, note))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

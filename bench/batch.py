@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench import loader, process, rawdb, report, scale
@@ -29,9 +30,24 @@ TARGET_MSG_S = 150_000
 # --- the figure ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class BatchRun:
+    stats: loader.LoadStats
+    ceiling: float  # msg/s of raw synced WriteBatches
+    cpu: str
+    concurrency: int
+    size: int
+
+
 def run_figure(
     *, batches: int, concurrency: int = loader.BATCH_CONCURRENCY, size: int = loader.BATCH_SIZE
 ) -> list[report.Row]:
+    return rows(measure(batches=batches, concurrency=concurrency, size=size))
+
+
+def measure(
+    *, batches: int, concurrency: int = loader.BATCH_CONCURRENCY, size: int = loader.BATCH_SIZE
+) -> BatchRun:
     with tempfile.TemporaryDirectory(prefix="rocktimer-bench-batch-") as tmp:
         work = Path(tmp)
         ceiling = rawdb.write_ceiling(work / "ceiling", batches, size, DELAY_MS)
@@ -51,6 +67,11 @@ def run_figure(
             run(lambda: load(WARMUP_BATCHES))
             with process.CpuMeter(service.pid) as cpu, process.Profile(service.pid, "batch"):
                 stats = run(lambda: load(batches))
+    return BatchRun(stats, ceiling, cpu.describe(), concurrency, size)
+
+
+def rows(run_: BatchRun) -> list[report.Row]:
+    stats, ceiling, size, concurrency = run_.stats, run_.ceiling, run_.size, run_.concurrency
     ratio = stats.rate / ceiling
     failures = stats.describe_failures()
     return [
@@ -62,7 +83,7 @@ def run_figure(
             f"{ratio:.2f}",
             f">= {TARGET_MSG_S:,} msg/s",
             stats.rate >= TARGET_MSG_S and not stats.failed,
-            f"{stats.stored:,} msgs in {stats.seconds:.1f} s; {cpu.describe()}"
+            f"{stats.stored:,} msgs in {stats.seconds:.1f} s; {run_.cpu}"
             + (f"; failed {failures}" if failures else ""),
         )
     ]

@@ -169,10 +169,18 @@ class Client:
         return await self.send(raw)
 
     async def send(self, raw: bytes) -> Response:
+        reused = self._conn is not None and self._conn.is_open
         if self._conn is None or not self._conn.is_open:  # uvicorn closes idle ones after 5 s
             self._conn = await Connection.open(self.host, self.port)
         try:
             return await self._conn.request(raw, self.timeout_s)
+        except HttpError:
+            self.close()
+            # An idle keep-alive connection the server closed just as we wrote: a GET
+            # (no side effect) is sent again on a new connection.
+            if reused and raw.startswith(b"GET "):
+                return await self.send(raw)
+            raise
         except BaseException:
             self.close()  # a timed-out or broken connection cannot be reused
             raise

@@ -124,13 +124,30 @@ async def drive(port: int, pid: int, *, rate: int, seconds: float) -> Lateness:
     )
 
 
-def run_figure(*, seconds: float, rate: int = RATE_PER_S) -> list[report.Row]:
+@dataclass(frozen=True, slots=True)
+class LatenessRun:
+    result: Lateness
+    floor: Spread  # the Python timer thread's lateness on the same schedule
+    rate: int
+    seconds: float
+
+
+def measure(*, seconds: float, rate: int = RATE_PER_S) -> LatenessRun:
     floor = timer_floor(rate, min(seconds, FLOOR_SECONDS))
     with (
         tempfile.TemporaryDirectory(prefix="rocktimer-bench-lateness-") as tmp,
         process.service(Path(tmp)) as service,
     ):
         result = run(lambda: drive(service.port, service.pid, rate=rate, seconds=seconds))
+    return LatenessRun(result, floor, rate, seconds)
+
+
+def run_figure(*, seconds: float, rate: int = RATE_PER_S) -> list[report.Row]:
+    return rows(measure(seconds=seconds, rate=rate))
+
+
+def rows(run_: LatenessRun) -> list[report.Row]:
+    result, floor, rate, seconds = run_.result, run_.floor, run_.rate, run_.seconds
     complete = result.received == result.expected
     counts = f"{result.received:,}/{result.expected:,} received"
     if result.redelivered:

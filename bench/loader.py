@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import random
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -99,3 +101,38 @@ def lead_ms(n: int) -> int:
 def now_ms() -> int:
     """The wall clock in ms, as the server stamps deliver_at_ms and delivered_at_ms."""
     return time.time_ns() // 1_000_000
+
+
+# --- far-future timers (figures 7 and 9) ----------------------------------------------------
+
+DAY_MS = 86_400_000
+FAR_START_MS = DAY_MS  # the nearest far-future timer: a day ahead, never due during a run
+FAR_SPAN_MS = 365 * DAY_MS  # spread over a year, in random order (not sorted by due time)
+RANDOM_BODY_BYTES = 96  # base64 of 96 random bytes: a 128-character body
+RANDOM_BODY_POOL = 1_024  # distinct bodies; RocksDB's 4 KiB blocks hold ~15 timers each
+
+
+def random_bodies(rng: random.Random, count: int = RANDOM_BODY_POOL) -> list[str]:
+    """``count`` 128-character bodies of random base64: LZ4 cannot shrink them."""
+    return [base64.b64encode(rng.randbytes(RANDOM_BODY_BYTES)).decode() for _ in range(count)]
+
+
+def far_future_bodies(n: int, *, seed: int, size: int = BATCH_SIZE) -> Iterator[bytes]:
+    """Batch bodies for ``n`` timers due between one day and a year from now, random order.
+
+    Deterministic for a seed; built lazily, so ten million timers never sit in memory.
+    Each message: a random 128-character body (from a pool) and a server-made msg_id.
+    """
+    rng = random.Random(seed)
+    bodies = random_bodies(rng)
+    start = now_ms() + FAR_START_MS
+    for first in range(0, n, size):
+        yield batch_body(
+            [
+                {
+                    "body": bodies[rng.randrange(RANDOM_BODY_POOL)],
+                    "deliver_at_ms": start + rng.randrange(FAR_SPAN_MS),
+                }
+                for _ in range(min(size, n - first))
+            ]
+        )

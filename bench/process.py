@@ -69,10 +69,7 @@ class ServerProcess:
         return self.proc.pid
 
     def start(self) -> ServerProcess:
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                self.argv, cwd=ROOT, env={**os.environ, **self.env}, stdout=log, stderr=log
-            )
+        self.spawn()
         try:
             self._wait_ready()
         except BaseException:
@@ -80,23 +77,40 @@ class ServerProcess:
             raise
         return self
 
-    def _wait_ready(self) -> None:
+    def spawn(self) -> ServerProcess:
+        """Start the process without waiting for it to answer (a timed restart polls itself)."""
+        if self.proc is not None:
+            raise RuntimeError(f"{self.name} is already running (pid {self.proc.pid})")
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                self.argv, cwd=ROOT, env={**os.environ, **self.env}, stdout=log, stderr=log
+            )
+        return self
+
+    def check_alive(self) -> None:
+        """Raise with the log's tail if the process has exited."""
+        assert self.proc is not None, f"{self.name} is not running"
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: {self.logs()}")
+
+    def answers(self) -> bool:
+        """One readiness probe: True once the server serves."""
         url = f"http://{HOST}:{self.port}{self.ready_path}"
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                return bool(r.status == 200)
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            return self.any_status_is_ready
+        except OSError:
+            return False
+
+    def _wait_ready(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: {self.logs()}")
-            try:
-                with urllib.request.urlopen(url, timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except urllib.error.HTTPError as exc:
-                exc.close()
-                if self.any_status_is_ready:
-                    return
-            except OSError:
-                pass
+            self.check_alive()
+            if self.answers():
+                return
             time.sleep(READY_POLL_S)
         raise RuntimeError(f"{self.name} not ready in {START_TIMEOUT_S}s: {self.logs()}")
 
@@ -111,6 +125,15 @@ class ServerProcess:
                 return proc.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        return proc.wait()
+
+    def kill(self) -> int | None:
+        """SIGKILL by PID (a crash: no shutdown code runs) and reap it; returns the exit code."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.kill()
         return proc.wait()
 
     def logs(self) -> str:
@@ -129,14 +152,21 @@ class ServerProcess:
         self.stop()
 
 
+def data_dir(work_dir: Path) -> Path:
+    """Where ``service(work_dir)`` keeps its RocksDB."""
+    return work_dir / "data"
+
+
 def service(work_dir: Path, env: dict[str, str] | None = None) -> ServerProcess:
-    """``python -m app`` on a fresh data dir under ``work_dir`` (as a newcomer runs it)."""
+    """``python -m app`` on a fresh data dir under ``work_dir`` (as a newcomer runs it).
+
+    The same object can be killed and spawned again: same port, same data dir.
+    """
     port = free_port()
-    data_dir = work_dir / "data"
     settings = {
         "ROCKTIMER_HOST": HOST,
         "ROCKTIMER_PORT": str(port),
-        "ROCKTIMER_DATA_DIR": str(data_dir),
+        "ROCKTIMER_DATA_DIR": str(data_dir(work_dir)),
         "ROCKTIMER_LOG_LEVEL": "warning",  # the quietest level that still shows problems
         **(env or {}),
     }
@@ -151,6 +181,66 @@ def bare_app(work_dir: Path) -> ServerProcess:
     return ServerProcess(
         "bare app", argv, {}, port, ROUTE, work_dir / "bare.log", any_status_is_ready=True
     )
+
+
+class RedisServer(ServerProcess):
+    """``redis-server`` on 127.0.0.1, a random port and its own temp dir, never daemonized.
+
+    Durability equal to the service's: every write is in the append-only file and fsynced
+    before its reply (``--appendonly yes --appendfsync always``); RDB snapshots off.
+    """
+
+    def __init__(self, binary: str, work_dir: Path) -> None:
+        port = free_port()
+        folder = work_dir / "redis"
+        folder.mkdir(parents=True, exist_ok=True)
+        argv = [
+            binary,
+            "--bind",
+            HOST,
+            "--port",
+            str(port),
+            "--dir",
+            str(folder),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "yes",
+            "--logfile",
+            "",  # stdout, which goes to the log file
+        ]
+        super().__init__("redis-server", argv, {}, port, "", work_dir / "redis.log")
+
+    def answers(self) -> bool:
+        try:
+            with socket.create_connection((HOST, self.port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+
+def redis_server_binary() -> str | None:
+    """The redis-server executable on PATH (Debian's package: /usr/bin), or None."""
+    return shutil.which("redis-server")
+
+
+def dir_bytes(path: Path) -> int:
+    """Disk space used by every file under ``path``, as ``du`` counts it (allocated blocks)."""
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+            except FileNotFoundError:  # RocksDB removed it meanwhile (an obsolete WAL, SST)
+                continue
+    return total
 
 
 # --- /proc sampling ------------------------------------------------------------------------
@@ -173,6 +263,26 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat", encoding="ascii") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+
+IDLE_CORES = 0.10  # below this the server (RocksDB's background threads included) is quiet
+IDLE_WINDOW_S = 0.5
+
+
+def wait_idle(pid: int, *, timeout_s: float, window_s: float = IDLE_WINDOW_S) -> float:
+    """Wait until the process used less than IDLE_CORES over one ``window_s``; the wait (s).
+
+    After a storm RocksDB flushes and compacts for a while; a measurement that should
+    see the store and not the CPU its background jobs take waits for them first. Gives up
+    (and returns) after ``timeout_s``.
+    """
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        before = cpu_seconds(pid)
+        time.sleep(window_s)
+        if cpu_seconds(pid) - before < IDLE_CORES * window_s:
+            break
+    return time.monotonic() - started
 
 
 class RssSampler:

@@ -85,10 +85,17 @@ def revision() -> str:
     return head + ("+dirty" if dirty else "")
 
 
-def table(rows: Sequence[Row], scale: str) -> str:
+def load_average() -> str:
+    """The 1/5/15-minute load averages: how busy the machine was besides the bench."""
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} / {five:.2f} / {fifteen:.2f}"
+
+
+def table(rows: Sequence[Row], scale: str, note: str = "") -> str:
     today = datetime.date.today().isoformat()
+    caption = f"rocktimer bench, {scale} profile, {today}, commit {revision()} — {machine()}"
     lines = [
-        f"rocktimer bench, {scale} profile, {today}, commit {revision()} — {machine()}",
+        caption + (f"; {note}" if note else ""),
         "",
         "| " + " | ".join(HEADER) + " |",
         "|" + "|".join("---" for _ in HEADER) + "|",

@@ -1,11 +1,17 @@
 """The bench profile: ``quick`` (default, `make bench`) or ``full`` (BENCH_SCALE=full).
 
-Quick keeps `make bench` well under ten minutes on the 2-core reference machine; full
-runs the sizes the targets are stated for (a one-minute lateness window, a 1M storm).
+Quick keeps `make bench` under ten minutes on the 2-core reference machine; full runs the
+sizes the targets are stated for (a one-minute lateness window, a 1M storm, 10M pending
+timers and 10M deliveries).
+
+Environment overrides (any profile): BENCH_STORM_N, BENCH_CONSUME_N, BENCH_NACK_N,
+BENCH_PENDING_N, BENCH_RECLAIM_N (integers) and BENCH_GROWTH_LEVELS (comma-separated
+integers, e.g. ``10000,100000``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -15,9 +21,14 @@ class Scale:
     name: str
     send_warmup_s: float  # figure 1: connections open, caches warm, before counting
     send_seconds: float  # figure 1: each of the two closed-loop runs
-    batches: int  # figure 2: batch requests of 1000 messages (and ceiling WriteBatches)
-    lateness_seconds: float  # figure 3: how long 5k timers/s keep falling due
-    storm_n: int  # figure 4: timers due at the same instant
+    batches: int  # figures 2 and 6: batch requests of 1000 messages (and ceiling WriteBatches)
+    lateness_seconds: float  # figures 3 and 6: how long 5k timers/s keep falling due
+    storm_n: int  # figures 4 and 6: timers due at the same instant
+    consume_n: int  # figure 5: messages received and acked
+    nack_n: int  # figure 5: messages received and nacked (and batch-sent, for the ratio)
+    pending_n: int  # figure 7: far-future timers held
+    reclaim_n: int  # figure 8: deliveries (one storm) before the scan-cost probe
+    growth_levels: tuple[int, ...]  # figure 9: pending timers at each measured point
 
 
 QUICK = Scale(
@@ -27,6 +38,11 @@ QUICK = Scale(
     batches=200,
     lateness_seconds=20,
     storm_n=200_000,
+    consume_n=100_000,
+    nack_n=50_000,
+    pending_n=1_000_000,
+    reclaim_n=1_000_000,
+    growth_levels=(10_000, 100_000, 1_000_000),
 )
 FULL = Scale(
     name="full",
@@ -35,23 +51,49 @@ FULL = Scale(
     batches=1_000,
     lateness_seconds=60,
     storm_n=1_000_000,
+    consume_n=500_000,
+    nack_n=200_000,
+    pending_n=10_000_000,
+    reclaim_n=10_000_000,
+    growth_levels=(10_000, 100_000, 1_000_000, 10_000_000),
 )
+
+_INT_OVERRIDES = {
+    "BENCH_STORM_N": "storm_n",
+    "BENCH_CONSUME_N": "consume_n",
+    "BENCH_NACK_N": "nack_n",
+    "BENCH_PENDING_N": "pending_n",
+    "BENCH_RECLAIM_N": "reclaim_n",
+}
+
+
+def _positive_int(var: str, text: str) -> int:
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise SystemExit(f"{var} must be an integer, not {text!r}") from None
+    if value <= 0:
+        raise SystemExit(f"{var} must be positive, not {value}")
+    return value
 
 
 def current() -> Scale:
-    """The profile named by BENCH_SCALE; BENCH_STORM_N overrides the storm size."""
+    """The profile named by BENCH_SCALE, with the BENCH_* size overrides applied."""
     name = os.environ.get("BENCH_SCALE", "quick").strip().lower() or "quick"
     if name not in ("quick", "full"):
         raise SystemExit(f"BENCH_SCALE must be 'quick' or 'full', not {name!r}")
     scale = FULL if name == "full" else QUICK
-    storm_n = os.environ.get("BENCH_STORM_N")
-    if storm_n:
-        scale = Scale(
-            scale.name,
-            scale.send_warmup_s,
-            scale.send_seconds,
-            scale.batches,
-            scale.lateness_seconds,
-            int(storm_n),
+    changes: dict[str, object] = {}
+    for var, field in _INT_OVERRIDES.items():
+        text = os.environ.get(var, "").strip()
+        if text:
+            changes[field] = _positive_int(var, text)
+    levels = os.environ.get("BENCH_GROWTH_LEVELS", "").strip()
+    if levels:
+        parsed = tuple(
+            _positive_int("BENCH_GROWTH_LEVELS", part) for part in levels.split(",") if part
         )
-    return scale
+        if list(parsed) != sorted(set(parsed)):
+            raise SystemExit("BENCH_GROWTH_LEVELS must be increasing, e.g. 10000,100000")
+        changes["growth_levels"] = parsed
+    return dataclasses.replace(scale, **changes) if changes else scale  # type: ignore[arg-type]

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import consumer, loader, process, rawdb, report, scale
-from bench.client import Client, HttpError, Response, run
+from bench import consumer, gauges, loader, process, rawdb, report, scale
+from bench.client import Client, Response, run
+from bench.gauges import metric, metrics
 
 TOPIC = "storm"
 GROUP = "bench"
@@ -51,21 +52,6 @@ class Storm:
     cpu: str
 
 
-def metric(text: str, name: str) -> float:
-    """The value of an unlabelled sample in Prometheus text."""
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise HttpError(f"metric {name} not in /metrics")
-
-
-async def metrics(client: Client) -> tuple[str, Response]:
-    r = await client.call("GET", "/metrics")
-    if r.status != 200:
-        raise HttpError(f"/metrics: {r.status}")
-    return r.body.decode(), r
-
-
 async def drive(port: int, pid: int, n: int, idle_rss_kib: int) -> Storm:
     due = loader.now_ms() + loader.lead_ms(n)
     message = {"body": BODY, "deliver_at_ms": due}
@@ -85,17 +71,11 @@ async def drive(port: int, pid: int, n: int, idle_rss_kib: int) -> Storm:
     poller = Client(process.HOST, port)
     try:
         text, _ = await metrics(poller)
-        pending_before = int(metric(text, "rocktimer_pending_timers"))
+        pending_before = int(metric(text, gauges.PENDING))
         await asyncio.sleep(max(0.0, (due - loader.now_ms()) / 1e3))
         with process.CpuMeter(pid) as cpu, process.Profile(pid, "storm-drain"):
-            for _ in range(int(DRAIN_TIMEOUT_S / POLL_S)):
-                text, r = await metrics(poller)
-                if metric(text, "rocktimer_pending_timers") == 0:
-                    drained_ms = r.done_wall_ns / 1e6
-                    break
-                await asyncio.sleep(POLL_S)
-            else:
-                raise RuntimeError(f"storm not drained in {DRAIN_TIMEOUT_S:.0f} s")
+            r = await gauges.wait_pending_zero(poller, poll_s=POLL_S, timeout_s=DRAIN_TIMEOUT_S)
+            drained_ms = r.done_wall_ns / 1e6
 
         seen: set[str] = set()
 
@@ -114,7 +94,7 @@ async def drive(port: int, pid: int, n: int, idle_rss_kib: int) -> Storm:
         # Read after the drain's last commit has surely been counted (the counter moves
         # a moment after the pending gauge, when the deliverer's call returns).
         text, _ = await metrics(poller)
-        delivered_counter = int(metric(text, "rocktimer_delivered_timers_total"))
+        delivered_counter = int(metric(text, gauges.DELIVERED))
     finally:
         poller.close()
     return Storm(
@@ -130,7 +110,22 @@ async def drive(port: int, pid: int, n: int, idle_rss_kib: int) -> Storm:
     )
 
 
-def run_figure(*, n: int) -> list[report.Row]:
+@dataclass(frozen=True, slots=True)
+class StormRun:
+    result: Storm
+    ceiling: float  # timers/s of the raw rocksdict move loop
+    peak_rss_kib: int
+    rss_samples: int
+    hwm_kib: int
+
+    @property
+    def rate(self) -> float:
+        """Timers/s drained from the due instant until pending read 0."""
+        drain_s = self.result.drain_s
+        return self.result.n / drain_s if drain_s > 0 else float("inf")
+
+
+def measure(*, n: int) -> StormRun:
     with tempfile.TemporaryDirectory(prefix="rocktimer-bench-storm-") as tmp:
         work = Path(tmp)
         ceiling = rawdb.move_ceiling(work / "ceiling", n)
@@ -138,8 +133,17 @@ def run_figure(*, n: int) -> list[report.Row]:
             idle = process.status_kib(service.pid, "VmRSS")
             result = run(lambda: drive(service.port, service.pid, n, idle))
             hwm = process.status_kib(service.pid, "VmHWM")
-    rate = n / result.drain_s if result.drain_s > 0 else float("inf")
-    peak_mib = rss.peak_kib / KIB_PER_MIB
+    return StormRun(result, ceiling, rss.peak_kib, rss.samples, hwm)
+
+
+def run_figure(*, n: int) -> list[report.Row]:
+    return rows(measure(n=n))
+
+
+def rows(run_: StormRun) -> list[report.Row]:
+    result, ceiling, hwm, n = run_.result, run_.ceiling, run_.hwm_kib, run_.result.n
+    rate = run_.rate
+    peak_mib = run_.peak_rss_kib / KIB_PER_MIB
     complete = result.distinct_received == n and result.delivered_counter == n
     return [
         report.Row(
@@ -158,10 +162,10 @@ def run_figure(*, n: int) -> list[report.Row]:
             "storm: server memory, whole run",
             f"peak RSS {peak_mib:,.0f} MiB (VmHWM {hwm / KIB_PER_MIB:,.0f} MiB)",
             f"idle server {result.idle_rss_kib / KIB_PER_MIB:,.0f} MiB",
-            f"x{rss.peak_kib / result.idle_rss_kib:.1f} idle",
+            f"x{run_.peak_rss_kib / result.idle_rss_kib:.1f} idle",
             f"< {TARGET_RSS_MIB:,} MiB",
             peak_mib < TARGET_RSS_MIB and hwm / KIB_PER_MIB < TARGET_RSS_MIB,
-            f"{rss.samples:,} samples",
+            f"{run_.rss_samples:,} samples",
         ),
         report.Row(
             "4",

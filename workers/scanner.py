@@ -96,6 +96,11 @@ class Scanner(WorkerThread):
             self._hand_over(found)
             if len(found) == self.chunk:
                 return  # more may be due: scan again at once
+        # Everything due up to the horizon is handed over and no key can land there later
+        # (Writer.scan_horizon): skip the tombstones of acked invisibility timers and
+        # cancelled messages behind it instead of walking them again every round.
+        if not self.stopping:
+            self.cursor = max(self.cursor, keys.due_bound(horizon + 1))
         nxt = self.store.first_key(CF.TIMERS, self.cursor, _END)
         due = keys.read_u64(nxt) if nxt is not None else None
         self.next_due_ms = due

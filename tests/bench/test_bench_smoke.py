@@ -7,10 +7,30 @@ runs to the end, counts what it sent, and renders its rows.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import orjson
 import pytest
 
-from bench import batch, lateness, report, scale, send, storm
+from bench import (
+    batch,
+    growth,
+    lateness,
+    loader,
+    pending,
+    probe,
+    process,
+    receive,
+    reclaim,
+    redis_alt,
+    report,
+    scale,
+    send,
+    storm,
+)
 from bench.stats import percentile, spread
+
+TINY_PROBE = probe.Shape(n=100, span_ms=100, lead_ms=500)
 
 
 def rendered(rows: list[report.Row]) -> str:
@@ -55,17 +75,136 @@ def test_storm_figure_runs() -> None:
     rendered(rows)
 
 
+@pytest.mark.slow
+def test_consume_figure_runs() -> None:
+    rows = receive.run_figure(consume_n=500, nack_n=300, consumers=2)
+    consume, nack = rows
+    assert consume.notes.startswith("500 acked")
+    assert nack.notes.startswith("300 nacked")
+    assert nack.met is None  # clean: every receipt nacked once, nothing received twice
+    assert "msg/s" in consume.result
+    assert "batch send 100/request" in consume.ceiling
+    rendered(rows)
+
+
+@pytest.mark.slow
+def test_pending_figure_runs() -> None:
+    rows = pending.run_figure(n=3_000)
+    memory, disk, restart = rows
+    assert "rocktimer_pending_timers 3,000, after restart 3,000" in memory.notes
+    assert "B/timer" in disk.result
+    assert restart.result.endswith(" s")
+    assert restart.ceiling.startswith("empty store")
+    rendered(rows)
+
+
+@pytest.mark.slow
+def test_reclaim_figure_runs() -> None:
+    rows = reclaim.run_figure(n=3_000, shape=TINY_PROBE)
+    (row,) = rows
+    assert row.result.startswith("mean ")
+    assert row.ceiling.startswith("fresh store mean ")
+    assert "probe received" not in row.notes  # every probe timer came back
+    rendered(rows)
+
+
+@pytest.mark.slow
+def test_growth_figure_runs(tmp_path: Path) -> None:
+    rows = growth.run_figure(
+        levels=(300, 1_000), profile="smoke", out_dir=tmp_path, per_connection=10, shape=TINY_PROBE
+    )
+    assert len(rows) == 5
+    assert all(r.number == "9" for r in rows)
+    table = (tmp_path / "growth-smoke.md").read_text()
+    assert table.count("\n| ") == 3  # header and two levels
+    png = (tmp_path / "growth-smoke.png").read_bytes()
+    assert png.startswith(b"\x89PNG")
+    rendered(rows)
+
+
+def test_redis_figure_says_when_redis_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI runs on a clean machine: without redis-server the figure is one explanatory row."""
+    monkeypatch.setattr(process, "redis_server_binary", lambda: None)
+    rows = redis_alt.run_figure(batches=1, seconds=1, storm_n=1)
+    assert [r.result for r in rows] == [redis_alt.NOT_INSTALLED]
+    assert "apt-get install redis-server" in rendered(rows)
+
+
+def _ours_for_smoke() -> redis_alt.Ours:
+    """Stand-in results of figures 2-4 (their own smoke tests run the real ones)."""
+    lat = lateness.Lateness(spread([1, 2]), spread([2.0, 3.0]), 2, 2, 0, 1e5, "")
+    tide = storm.Storm(1_000, 1e5, 0.01, 1_000, 1_000, 1_000, 1e4, 65_000, "")
+    return redis_alt.Ours(
+        batch=batch.BatchRun(loader.LoadStats(1, 1_000, seconds=0.02), 1e6, "", 2, 1_000),
+        lateness=lateness.LatenessRun(lat, spread([0.1]), 300, 1.0),
+        storm=storm.StormRun(tide, 2e5, 80_000, 10, 80_000),
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    process.redis_server_binary() is None,
+    reason="redis-server is not installed (apt-get install redis-server); "
+    "the figure then prints one explanatory row, tested above",
+)
+def test_redis_figure_runs() -> None:
+    binary = process.redis_server_binary()
+    assert binary is not None
+    theirs = redis_alt.measure_redis(binary, batches=7, seconds=0.4, storm_n=2_000)
+    assert theirs.schedule.n == 2_000  # 7 pipelines of 1000, 5 of them warm-up
+    assert theirs.lateness.received == theirs.lateness.expected == 2_000
+    assert theirs.storm.distinct == 2_000
+    assert theirs.storm.left == 0
+    rows = redis_alt.rows(_ours_for_smoke(), theirs)
+    assert len(rows) == 3
+    assert all(r.met is None for r in rows)  # complete: nothing lost or left
+    rendered(rows)
+
+
 def test_scale_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("BENCH_SCALE", raising=False)
-    monkeypatch.delenv("BENCH_STORM_N", raising=False)
+    for var in (
+        "BENCH_SCALE",
+        "BENCH_STORM_N",
+        "BENCH_CONSUME_N",
+        "BENCH_NACK_N",
+        "BENCH_PENDING_N",
+        "BENCH_RECLAIM_N",
+        "BENCH_GROWTH_LEVELS",
+    ):
+        monkeypatch.delenv(var, raising=False)
     assert scale.current() == scale.QUICK
     monkeypatch.setenv("BENCH_SCALE", "full")
     assert scale.current().storm_n == 1_000_000
+    assert scale.current().pending_n == 10_000_000
     monkeypatch.setenv("BENCH_STORM_N", "5000")
     assert scale.current().storm_n == 5_000
+    monkeypatch.setenv("BENCH_PENDING_N", "2_000_000")
+    monkeypatch.setenv("BENCH_GROWTH_LEVELS", "1000,20000")
+    s = scale.current()
+    assert (s.pending_n, s.growth_levels, s.reclaim_n) == (2_000_000, (1_000, 20_000), 10_000_000)
+    monkeypatch.setenv("BENCH_GROWTH_LEVELS", "20000,1000")
+    with pytest.raises(SystemExit):
+        scale.current()
+    monkeypatch.setenv("BENCH_GROWTH_LEVELS", "1000")
+    monkeypatch.setenv("BENCH_RECLAIM_N", "lots")
+    with pytest.raises(SystemExit):
+        scale.current()
+    monkeypatch.delenv("BENCH_RECLAIM_N")
     monkeypatch.setenv("BENCH_SCALE", "huge")
     with pytest.raises(SystemExit):
         scale.current()
+
+
+def test_far_future_bodies_are_bounded_and_spread() -> None:
+    before = loader.now_ms()
+    bodies = list(loader.far_future_bodies(2_500, seed=1))
+    messages = [m for b in bodies for m in orjson.loads(b)["messages"]]
+    assert [len(orjson.loads(b)["messages"]) for b in bodies] == [1_000, 1_000, 500]
+    dues = [m["deliver_at_ms"] for m in messages]
+    assert min(dues) >= before + loader.FAR_START_MS
+    assert max(dues) < loader.now_ms() + loader.FAR_START_MS + loader.FAR_SPAN_MS
+    assert dues != sorted(dues)  # random order, not an append-only pattern
+    assert {len(m["body"]) for m in messages} == {128}
 
 
 def test_percentiles_are_nearest_rank() -> None:
