@@ -146,19 +146,24 @@ def allowed_methods(app: FastAPI, request: Request) -> list[str]:
     return sorted(methods)
 
 
+def render(exc: RocktimerError) -> Response:
+    """The problem document of one of our errors (the one mapping of errors to HTTP)."""
+    status, title = status_of(exc)
+    if status >= 500 and status != 503:
+        log.error("unexpected error: %r", exc)
+    headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, Overloaded) else None
+    if isinstance(exc, StorageError | WriterStopped):
+        headers = {"Retry-After": "1"}
+    errors = exc.errors if isinstance(exc, InvalidInput) else None
+    return problem(status, title, str(exc), errors, headers)
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every exception into a problem document."""
 
     @app.exception_handler(RocktimerError)
     async def _domain(_: Request, exc: RocktimerError) -> Response:
-        status, title = status_of(exc)
-        if status >= 500 and status != 503:
-            log.error("unexpected error: %r", exc)
-        headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, Overloaded) else None
-        if isinstance(exc, StorageError | WriterStopped):
-            headers = {"Retry-After": "1"}
-        errors = exc.errors if isinstance(exc, InvalidInput) else None
-        return problem(status, title, str(exc), errors, headers)
+        return render(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> Response:

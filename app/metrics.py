@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import bisect
-from collections import Counter
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry

@@ -28,6 +28,7 @@ from storage.keys import RESERVED_PREFIXES
 from storage.records import BodyEncoding, MessageRecord, MessageState
 from workers.messages import SendOutcome
 from workers.retry import DELAY_LEVELS_MS
+from workers.runner import Engine
 
 router = APIRouter(
     prefix="/v1/topics/{topic}/messages",
@@ -124,10 +125,21 @@ def _sent(out: SendOutcome) -> dict[str, Any]:
     responses={201: {"model": SendResult}, 200: {"model": SendResult}, **ERRORS},
 )
 async def send_message(topic: TopicPath, request: Request) -> Response:
-    engine = engine_of(request)
-    settings = settings_of(request)
+    return await schedule_one(
+        engine_of(request), settings_of(request), topic, request, await request.body()
+    )
+
+
+async def schedule_one(
+    engine: Engine, settings: Settings, topic: str, request: Request, raw: bytes
+) -> Response:
+    """All of a single send after routing: the route above and app/fastpath.py share it."""
     writable_topic(topic)
-    msg = await parse(request, SendMessage)
+    require_json(request)
+    try:
+        msg = SendMessage.model_validate_json(raw)
+    except ValidationError as exc:
+        raise invalid(exc) from None
     rec = to_record(topic, msg, engine.clock.now_ms(), settings, ["body"])
     out = await engine.send(rec)
     return json_response(_sent(out), 201 if out.created else 200)
