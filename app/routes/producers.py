@@ -45,38 +45,45 @@ def writable_topic(topic: str) -> str:
     return topic
 
 
+def _bad(loc: list[str | int], field: str, reason: str) -> InvalidInput:
+    return InvalidInput(
+        f"{field}: {reason}", [{"loc": [*loc, field], "field": field, "reason": reason}]
+    )
+
+
 def to_record(
     topic: str, msg: SendMessage, now_ms: int, settings: Settings, loc: list[str | int]
 ) -> MessageRecord:
     """Check what the schema cannot (limits, the delay against now) and build the record."""
 
-    def bad(field: str, reason: str) -> InvalidInput:
-        return InvalidInput(
-            f"{field}: {reason}", [{"loc": [*loc, field], "field": field, "reason": reason}]
-        )
-
-    given = [f for f in ("deliver_at_ms", "delay_ms", "delay_level") if getattr(msg, f) is not None]
-    if len(given) > 1:
-        raise bad(
+    at, delay, level = msg.deliver_at_ms, msg.delay_ms, msg.delay_level
+    if (at is not None) + (delay is not None) + (level is not None) > 1:
+        given = [
+            f for f in ("deliver_at_ms", "delay_ms", "delay_level") if getattr(msg, f) is not None
+        ]
+        joined = " and ".join(given)
+        raise _bad(
+            loc,
             given[1],
-            f"give at most one of deliver_at_ms, delay_ms, delay_level (got {' and '.join(given)})",
+            f"give at most one of deliver_at_ms, delay_ms, delay_level (got {joined})",
         )
-    if msg.deliver_at_ms is not None:
-        deliver_at = msg.deliver_at_ms
-        field = "deliver_at_ms"
-    elif msg.delay_ms is not None:
-        deliver_at, field = now_ms + msg.delay_ms, "delay_ms"
-    elif msg.delay_level is not None:
-        deliver_at, field = now_ms + DELAY_LEVELS_MS[msg.delay_level - 1], "delay_level"
+    if at is not None:
+        deliver_at, field = at, "deliver_at_ms"
+    elif delay is not None:
+        deliver_at, field = now_ms + delay, "delay_ms"
+    elif level is not None:
+        deliver_at, field = now_ms + DELAY_LEVELS_MS[level - 1], "delay_level"
     else:
         deliver_at, field = now_ms, "deliver_at_ms"
     if deliver_at - now_ms > settings.max_delay_ms:
-        raise bad(field, f"more than the maximum delay of {settings.max_delay_ms} ms from now")
+        raise _bad(
+            loc, field, f"more than the maximum delay of {settings.max_delay_ms} ms from now"
+        )
     if msg.body_encoding == "base64":
         try:
             body = base64.b64decode(msg.body, validate=True)
         except (binascii.Error, ValueError):
-            raise bad("body", "not valid base64") from None
+            raise _bad(loc, "body", "not valid base64") from None
         encoding = BodyEncoding.BASE64
     else:
         body, encoding = msg.body.encode(), BodyEncoding.UTF8
@@ -84,8 +91,10 @@ def to_record(
         raise PayloadTooLarge(f"body: {len(body)} bytes, over the {settings.max_body_bytes} limit")
     properties = msg.properties or {}
     if len(properties) > settings.max_properties:
-        raise bad(
-            "properties", f"{len(properties)} properties, over the {settings.max_properties} limit"
+        raise _bad(
+            loc,
+            "properties",
+            f"{len(properties)} properties, over the {settings.max_properties} limit",
         )
     return MessageRecord(
         topic=topic,
