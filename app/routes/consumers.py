@@ -56,6 +56,11 @@ def _received(topic: str, got: Received) -> dict[str, Any]:
     return out
 
 
+def _per_receipt(receipts: list[str], statuses: list[str]) -> Response:
+    results = [{"receipt": r, "status": s} for r, s in zip(receipts, statuses, strict=True)]
+    return json_response({"results": results})
+
+
 @router.post(
     "/receive",
     operation_id="receive_messages",
@@ -80,9 +85,7 @@ async def receive_messages(topic: TopicPath, group: GroupPath, request: Request)
 async def ack_messages(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)
     req = await parse(request, AckRequest)
-    statuses = await engine.ack(topic, group, list(req.receipts))
-    results = [{"receipt": r, "status": s} for r, s in zip(req.receipts, statuses, strict=True)]
-    return json_response({"results": results})
+    return _per_receipt(req.receipts, await engine.ack(topic, group, list(req.receipts)))
 
 
 @router.post(
@@ -96,8 +99,7 @@ async def nack_messages(topic: TopicPath, group: GroupPath, request: Request) ->
     engine = engine_of(request)
     req = await parse(request, NackRequest)
     statuses = await engine.nack(topic, group, list(req.receipts), req.delay_ms)
-    results = [{"receipt": r, "status": s} for r, s in zip(req.receipts, statuses, strict=True)]
-    return json_response({"results": results})
+    return _per_receipt(req.receipts, statuses)
 
 
 @router.post(
