@@ -96,9 +96,6 @@ class GroupTimer(NamedTuple):
     generation: int
 
 
-InvisibleIdent = GroupTimer
-
-
 def decode_group_timer(key: TimerKey) -> GroupTimer:
     prefix = INVISIBLE_PREFIX if key.target.startswith(INVISIBLE_PREFIX) else RETRY_PREFIX
     try:
@@ -111,9 +108,6 @@ def decode_group_timer(key: TimerKey) -> GroupTimer:
         )
     except (ValueError, struct.error) as exc:
         raise CorruptRecordError(f"undecodable group timer {key!r}: {exc}") from exc
-
-
-decode_invisible = decode_group_timer
 
 
 # --- uniq-key index: topic ‖ 0x00 ‖ msg_id ----------------------------------------------

@@ -257,12 +257,6 @@ def fire(txn: Txn, timer_key: bytes, kind: int) -> None:
         _make_ready(txn, timer.topic, timer.group, timer.seq, held)
 
 
-def expire(txn: Txn, timer: keys.GroupTimer) -> None:
-    """An invisibility ran out (kept for callers holding a decoded timer)."""
-    key = keys.invisible_timer_key(0, timer.topic, timer.group, timer.seq, timer.generation)
-    fire(txn, key, TimerKind.INVISIBLE)
-
-
 def redrive(txn: Txn, topic: str, group: str, msg_id: str) -> None:
     """Put a dead letter back into the group's flow on ``topic``, attempts reset."""
     seq = _delivered_seq(txn.get(CF.MESSAGES, keys.message_key(topic, msg_id)))
@@ -314,6 +308,9 @@ _STATE_NAMES = {
 }
 
 
+_TIMED = (GroupState.INFLIGHT, GroupState.RETRYING, GroupState.READY)  # deadline = next visible
+
+
 def group_view(store: RocksStore, topic: str, group: str, msg_id: str) -> GroupView:
     """The message as ``group`` sees it; MessageNotFound if the group never saw it."""
     seq = _delivered_seq(store.get(CF.MESSAGES, keys.message_key(topic, msg_id)))
@@ -327,9 +324,7 @@ def group_view(store: RocksStore, topic: str, group: str, msg_id: str) -> GroupV
             raise MessageNotFound(f"group {group!r} no longer holds a record of {msg_id!r}")
         return GroupView("pending", 0, None, None)
     held = decode_inflight(raw)
-    visible = held.deadline_ms if held.state in (GroupState.INFLIGHT, GroupState.RETRYING) else None
-    if held.state is GroupState.READY:
-        visible = held.deadline_ms
+    visible = held.deadline_ms if held.state in _TIMED else None
     return GroupView(_STATE_NAMES[held.state], held.attempts, visible, held.last_failure_ms or None)
 
 

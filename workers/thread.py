@@ -3,11 +3,12 @@ and the error that killed it (so /readyz tells the truth instead of going silent
 
 from __future__ import annotations
 
+import abc
 import logging
 import threading
 
 
-class WorkerThread:
+class WorkerThread(abc.ABC):
     name = "rocktimer-worker"
 
     def __init__(self) -> None:
@@ -43,6 +44,6 @@ class WorkerThread:
             self.error = exc
             logging.getLogger(f"rocktimer.{self.name}").exception("%s stopped", self.name)
 
+    @abc.abstractmethod
     def run(self) -> None:
         """The thread's loop; return when ``stopping``."""
-        raise NotImplementedError

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from storage.keys import PENDING_KEY
 from storage.store import CF, DeleteRange, RocksStore
@@ -33,7 +33,6 @@ class Txn:
         self._staged: dict[str, dict[bytes, bytes | None]] = {cf: {} for cf in CF.ALL}
         self._ranges: list[DeleteRange] = []
         self._undo: list[tuple[dict[bytes, bytes | None], bytes, object]] = []
-        self._hooks: list[Callable[[], None]] = []
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -78,17 +77,14 @@ class Txn:
         if self.min_new_due is None or due_ms < self.min_new_due:
             self.min_new_due = due_ms
 
-    def on_commit(self, hook: Callable[[], None]) -> None:
-        self._hooks.append(hook)
-
     # --- savepoints ----------------------------------------------------------------------
 
-    def savepoint(self) -> tuple[int, int, int, int]:
-        return (len(self._undo), len(self._ranges), self.pending_delta, len(self._hooks))
+    def savepoint(self) -> tuple[int, int, int]:
+        return (len(self._undo), len(self._ranges), self.pending_delta)
 
-    def rollback(self, point: tuple[int, int, int, int]) -> None:
+    def rollback(self, point: tuple[int, int, int]) -> None:
         """Undo everything staged since ``point`` (hints and wake-ups may stay: harmless)."""
-        undo_len, ranges_len, pending, hooks_len = point
+        undo_len, ranges_len, pending = point
         while len(self._undo) > undo_len:
             staged, key, old = self._undo.pop()
             if old is _MISSING:
@@ -96,7 +92,6 @@ class Txn:
             else:
                 staged[key] = old  # type: ignore[assignment]
         del self._ranges[ranges_len:]
-        del self._hooks[hooks_len:]
         self.pending_delta = pending
 
     # --- commit --------------------------------------------------------------------------
@@ -106,10 +101,6 @@ class Txn:
         if self.pending_delta:
             self._staged[CF.META][PENDING_KEY] = pending_total.to_bytes(8, "big")
         self.store.write_staged(self._ranges, self._staged, sync=self.sync)
-
-    def run_hooks(self) -> None:
-        for hook in self._hooks:
-            hook()
 
     @property
     def empty(self) -> bool:

@@ -271,7 +271,6 @@ class Writer:
             results = [(op, False, exc) for op, _, _ in results]
         else:
             try:
-                txn.run_hooks()
                 if self._on_commit is not None:
                     self._on_commit(txn)
             except Exception:  # a wake-up or a metric must never kill the writer

@@ -56,13 +56,13 @@ def test_invisible_timer_key_round_trip(
     timer = keys.decode_timer_key(keys.invisible_timer_key(due, topic, group, seq, generation))
     assert timer.due_ms == due
     assert timer.target == keys.INVISIBLE_PREFIX + group
-    assert keys.decode_invisible(timer) == keys.InvisibleIdent(topic, group, seq, generation)
+    assert keys.decode_group_timer(timer) == keys.GroupTimer(topic, group, seq, generation)
 
 
 def test_invisible_timer_key_with_zero_bytes_in_seq_and_generation() -> None:
     # seq/generation are binary and full of 0x00: decoding must split on the first separator.
     key = keys.invisible_timer_key(0, "t", "g", 0, 1 << 56)
-    assert keys.decode_invisible(keys.decode_timer_key(key)) == keys.InvisibleIdent(
+    assert keys.decode_group_timer(keys.decode_timer_key(key)) == keys.GroupTimer(
         "t", "g", 0, 1 << 56
     )
 

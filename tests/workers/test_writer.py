@@ -64,8 +64,6 @@ def test_txn_rollback_undoes_only_what_was_staged_after_the_savepoint(
     txn = Txn(store, 0)
     txn.put(CF.META, b"a", b"first")
     txn.add_pending(1)
-    hooks: list[str] = []
-    txn.on_commit(lambda: hooks.append("first"))
     point = txn.savepoint()
 
     txn.put(CF.META, b"a", b"second")
@@ -73,7 +71,6 @@ def test_txn_rollback_undoes_only_what_was_staged_after_the_savepoint(
     txn.delete(CF.META, b"kept")
     txn.delete_range(CF.TIMERS, b"", b"\xff")
     txn.add_pending(5)
-    txn.on_commit(lambda: hooks.append("second"))
     txn.rollback(point)
 
     assert txn.get(CF.META, b"a") == b"first"
@@ -81,8 +78,6 @@ def test_txn_rollback_undoes_only_what_was_staged_after_the_savepoint(
     assert txn.get(CF.META, b"kept") == b"store"
     assert txn.pending_delta == 1
     txn.commit(7)
-    txn.run_hooks()
-    assert hooks == ["first"]
     assert store.get(CF.META, b"a") == b"first"
     assert store.get(CF.META, b"b") is None
     assert store.get(CF.META, b"kept") == b"store"
