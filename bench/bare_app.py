@@ -2,7 +2,8 @@
 
 Same path shape as the service's send (one path parameter), the body read with orjson, a
 small orjson reply of the same size and status, served by uvicorn with the service's own
-settings (app/__main__.py: one worker, uvloop, httptools, no access log). Whatever the
+settings (app/__main__.py: one worker, uvloop, httptools, no access log, the same garbage
+collector tuning). Whatever the
 service's send costs beyond this is validation, the engine and the durable commit.
 
     python -m bench.bare_app --host 127.0.0.1 --port 8090
@@ -17,6 +18,8 @@ import orjson
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
+
+from app.__main__ import tune_gc
 
 ROUTE = "/v1/topics/bench/messages"  # the service's send path, so routing costs the same
 
@@ -49,8 +52,10 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8090)
     args = parser.parse_args()
+    app = create_app()
+    tune_gc()
     uvicorn.run(
-        create_app(),
+        app,
         host=args.host,
         port=args.port,
         log_level="warning",

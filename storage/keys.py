@@ -71,6 +71,12 @@ def message_timer_key(due_ms: int, topic: str, msg_id: str) -> bytes:
     return timer_key(due_ms, topic, msg_id.encode())
 
 
+def timer_key_of(due_ms: int, index_key: bytes) -> bytes:
+    """A message's timer key from its index key (``topic ‖ 0x00 ‖ msg_id``): the same bytes
+    as ``message_timer_key``, one concatenation instead of two encodes."""
+    return _U64.pack(due_ms) + index_key
+
+
 def group_timer_key(
     prefix: str, due_ms: int, topic: str, group: str, seq: int, generation: int
 ) -> bytes:

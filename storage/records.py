@@ -52,7 +52,8 @@ class MessageRecord(NamedTuple):
         return self._replace(delivered_at_ms=at_ms)
 
 
-def encode_message(rec: MessageRecord) -> bytes:
+def encode_message(rec: MessageRecord, prefix: bytes = b"") -> bytes:
+    """The record's bytes, after ``prefix`` (a timer value's kind byte: one copy, not two)."""
     msg_id = rec.msg_id.encode()
     topic = rec.topic.encode()
     tag = rec.tag.encode() if rec.tag is not None else b""
@@ -67,7 +68,7 @@ def encode_message(rec: MessageRecord) -> bytes:
         len(tag),
         len(props),
     )
-    return b"".join((header, msg_id, topic, tag, props, rec.body))
+    return b"".join((prefix, header, msg_id, topic, tag, props, rec.body))
 
 
 def decode_message(data: bytes) -> MessageRecord:
@@ -198,6 +199,9 @@ class TimerKind(enum.IntEnum):
     RETRY = 3  # payload: empty; fires the end of a retry back-off
 
 
+TIMER_PREFIXES = {kind: bytes((kind,)) for kind in TimerKind}
+
+
 def record_msg_id(record: bytes) -> str:
     """The msg_id of an encoded record, without decoding the rest."""
     return record[_MESSAGE.size : _MESSAGE.size + record[25]].decode()
@@ -217,7 +221,7 @@ def stamp_delivered(record: bytes, at_ms: int) -> bytes:
 
 
 def timer_value(kind: TimerKind, payload: bytes = b"") -> bytes:
-    return bytes((kind,)) + payload
+    return TIMER_PREFIXES[kind] + payload
 
 
 def timer_kind(value: bytes) -> TimerKind:

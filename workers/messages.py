@@ -13,6 +13,7 @@ from storage.errors import CorruptRecordError
 from storage.records import (
     CREATED_AT_OFFSET,
     INDEX,
+    TIMER_PREFIXES,
     IndexEntry,
     MessageRecord,
     MessageState,
@@ -22,7 +23,6 @@ from storage.records import (
     encode_index,
     encode_message,
     stamp_delivered,
-    timer_value,
 )
 from storage.store import CF, RocksStore
 from workers import consume, lanes
@@ -38,6 +38,7 @@ RANGE_DELETE_MIN = 512
 
 # Plain ints for the storm loop: an Enum member lookup there cost a tenth of the move.
 _MESSAGE_TIMER = int(TimerKind.MESSAGE)
+_MESSAGE_TIMER_PREFIX = TIMER_PREFIXES[TimerKind.MESSAGE]
 _SCHEDULED = int(MessageState.SCHEDULED)
 _DELIVERED = int(MessageState.DELIVERED)
 
@@ -104,8 +105,8 @@ def _send(txn: Txn, rec: MessageRecord, index_key: bytes, raw: bytes | None) -> 
         deliver(txn, rec)
         state = MessageState.DELIVERED
     else:
-        timer = keys.message_timer_key(rec.deliver_at_ms, rec.topic, rec.msg_id)
-        txn.put(CF.TIMERS, timer, timer_value(TimerKind.MESSAGE, encode_message(rec)))
+        timer = keys.timer_key_of(rec.deliver_at_ms, index_key)
+        txn.put(CF.TIMERS, timer, encode_message(rec, _MESSAGE_TIMER_PREFIX))
         txn.put(
             CF.MESSAGES,
             index_key,

@@ -96,16 +96,9 @@ def to_record(
             "properties",
             f"{len(properties)} properties, over the {settings.max_properties} limit",
         )
-    return MessageRecord(
-        topic=topic,
-        msg_id=msg.msg_id or new_msg_id(now_ms),
-        deliver_at_ms=deliver_at,
-        created_at_ms=now_ms,
-        body=body,
-        body_encoding=encoding,
-        tag=msg.tag,
-        properties=properties,
-    )
+    # Positional: a NamedTuple built from keywords costs twice as much (batch hot path).
+    msg_id = msg.msg_id or new_msg_id(now_ms)
+    return MessageRecord(topic, msg_id, deliver_at, now_ms, body, encoding, msg.tag, properties)
 
 
 _STATE_NAMES = {state: state.name.lower() for state in MessageState}
