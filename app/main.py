@@ -14,7 +14,7 @@ from pydantic.json_schema import models_json_schema
 from app import errors
 from app.auth import ApiKeys
 from app.config import Settings
-from app.fastpath import FastSend
+from app.fastpath import FastPaths
 from app.limits import BodyLimit, HeadAsGet
 from app.metrics import LatenessHistogram, registry_for
 from app.routes import admin, consumers, producers, service
@@ -65,7 +65,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     app.include_router(consumers.router)
     app.include_router(admin.router)
     app.include_router(service.router)
-    app.add_middleware(FastSend)  # innermost: after the size limit and the API keys
+    app.add_middleware(FastPaths)  # innermost: after the size limit and the API keys
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(HeadAsGet)
     if settings.api_keys:

@@ -78,7 +78,7 @@ class EngineCollector(Collector):
             e.put_queue.qsize(),
         )
         yield GaugeMetricFamily(
-            "rocktimer_long_polls", "Receivers waiting in a long poll", e.notifier.waiting
+            "rocktimer_long_polls", "Receivers waiting in a long poll", e.long_polls.waiting
         )
         yield CounterMetricFamily(
             "rocktimer_delivered_timers", "Timers moved into topic logs", e.deliverer.moved

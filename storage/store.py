@@ -218,6 +218,20 @@ class RocksStore:
             self.failed = True
             raise StorageError(f"write failed: {exc}") from exc
 
+    def sync_wal(self) -> None:
+        """fsync the WAL: every write so far (synced or not) is on disk when this returns.
+
+        rocksdict releases the GIL here (not in ``write``, where a synced write holds it
+        through the fsync), so other threads run meanwhile: the writer syncs this way, on
+        its own thread (workers/writer.py, Syncer)."""
+        if self._db is None:
+            raise StorageError("the store is not open (a reopen failed)")
+        try:
+            self._db.flush_wal(True)
+        except Exception as exc:
+            self.failed = True
+            raise StorageError(f"WAL sync failed: {exc}") from exc
+
     def compact(self, cf: str, begin: bytes | None, end: bytes | None) -> None:
         """Compact a key range so that its tombstones are dropped from disk."""
         self._check_open()

@@ -1,57 +1,80 @@
-"""Wake long-polling receivers when their topic gets something to read.
+"""Long polls: a receiver that found nothing parks, and the commit that gives its topic
+something to read runs its receive at once, on the writer thread.
 
-Receivers watch a topic *before* they look for messages, so a commit that lands between
-their look and their wait still wakes them. The writer thread calls ``wake``; waiters live
-on the event loop; one thread-safe hop per commit, not per receiver.
+The old way, a delivery reached a waiting consumer in three thread hops: the writer woke
+the event loop, the loop queued a receive for the writer, the writer woke the loop again
+with the result; each hop waited for the GIL behind whatever else was running (bench
+figure 3 b). Now the writer claims the parked receives of every topic a commit woke and
+runs them as its very next batch (Writer.follow_up); the loop hears back once, with the
+messages.
+
+A parked receive is claimed or cancelled exactly once, under one lock: the writer claims
+it (then its receive runs and its future gets the result), or the loop cancels it (time
+is up, or the client went away; then it never runs). A receiver whose cancel comes too
+late waits for the claimed receive instead, so no message is ever held for nobody.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from workers.txn import Txn
+
+_WAITING, _CLAIMED, _CANCELLED = range(3)
 
 
-class Notifier:
+class Parked:
+    """One long poll waiting on ``topic``: its receive op and the future for the result."""
+
+    __slots__ = ("future", "receive", "state", "topic")
+
+    def __init__(
+        self, topic: str, receive: Callable[[Txn], Any], future: asyncio.Future[Any]
+    ) -> None:
+        self.topic = topic
+        self.receive = receive
+        self.future = future
+        self.state = _WAITING
+
+
+class LongPolls:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._parked: dict[str, list[Parked]] = {}
 
-    def watch(self, topic: str) -> asyncio.Future[None]:
-        """A future that completes at the next wake of ``topic`` (call from the loop)."""
-        loop = asyncio.get_running_loop()
-        self._loop = loop
-        fut: asyncio.Future[None] = loop.create_future()
+    def park(self, parked: Parked) -> None:
+        """Wait for the next commit that wakes the topic (from the op that found nothing,
+        on the writer thread: no commit can slip in between the look and the park)."""
         with self._lock:
-            self._waiters.setdefault(topic, set()).add(fut)
-        return fut
+            if parked.state == _WAITING:  # not cancelled while its look was queued
+                self._parked.setdefault(parked.topic, []).append(parked)
 
-    def unwatch(self, topic: str, fut: asyncio.Future[None]) -> None:
+    def cancel(self, parked: Parked) -> bool:
+        """Never run it; False if the writer already claimed it (its result is coming)."""
         with self._lock:
-            waiters = self._waiters.get(topic)
-            if waiters is not None:
-                waiters.discard(fut)
-                if not waiters:
-                    del self._waiters[topic]
+            if parked.state == _CLAIMED:
+                return False
+            if parked.state == _WAITING:
+                parked.state = _CANCELLED
+                waiting = self._parked.get(parked.topic, [])
+                if parked in waiting:
+                    waiting.remove(parked)
+                    if not waiting:
+                        del self._parked[parked.topic]
+            return True
+
+    def claim(self, topics: Iterable[str]) -> list[Parked]:
+        """Every receive parked on these topics, for the writer to run next."""
+        with self._lock:
+            claimed = [p for topic in topics for p in self._parked.pop(topic, ())]
+            for parked in claimed:
+                parked.state = _CLAIMED
+        return claimed
 
     @property
     def waiting(self) -> int:
         with self._lock:
-            return sum(len(w) for w in self._waiters.values())
-
-    def wake(self, topics: Iterable[str]) -> None:
-        """Wake every receiver of these topics (from any thread)."""
-        with self._lock:
-            woken = [fut for topic in topics for fut in self._waiters.pop(topic, ())]
-        loop = self._loop
-        if woken and loop is not None:
-            with contextlib.suppress(RuntimeError):  # loop closed: nobody left to wake
-                loop.call_soon_threadsafe(_resolve, woken)
-
-
-def _resolve(futures: list[asyncio.Future[None]]) -> None:
-    for fut in futures:
-        if not fut.done():
-            fut.set_result(None)
+            return sum(len(w) for w in self._parked.values())

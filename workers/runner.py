@@ -16,7 +16,7 @@ from storage.store import CF, RocksStore
 from workers import consume, messages
 from workers.clock import Clock, RealClock
 from workers.deliverer import Deliverer
-from workers.notify import Notifier
+from workers.notify import LongPolls, Parked
 from workers.retry import GroupSettings, decode_settings
 from workers.scanner import PUT_QUEUE_CHUNKS, SCAN_CHUNK, Chunk, Scanner
 from workers.sweeper import Sweeper
@@ -50,7 +50,7 @@ class Engine:
         self.config = config
         self.clock = clock or RealClock()
         self.store = RocksStore(config.data_dir)
-        self.notifier = Notifier()
+        self.long_polls = LongPolls()
         self._observe_lateness = observe_lateness
         self.writer = Writer(
             self.store,
@@ -100,7 +100,8 @@ class Engine:
         if txn.min_new_due is not None:
             self.scanner.hint(txn.min_new_due)
         if txn.woken_topics:
-            self.notifier.wake(txn.woken_topics)
+            for parked in self.long_polls.claim(txn.woken_topics):
+                self.writer.follow_up(parked.receive, parked.future)
         if txn.lateness_ms and self._observe_lateness is not None:
             self._observe_lateness(txn.lateness_ms)
 
@@ -130,23 +131,40 @@ class Engine:
     async def receive(
         self, topic: str, group: str, limit: int, wait_ms: int, invisible_ms: int
     ) -> list[consume.Received]:
-        """Long poll: return as soon as one message is held, or empty after ``wait_ms``."""
+        """Long poll: return as soon as one message is held, or empty after ``wait_ms``.
+
+        A look that finds nothing parks (workers/notify.py); the commit that next gives the
+        topic something runs the parked receive on the writer thread and hands back its
+        messages. One that found nothing after all (another receiver was first) parks again.
+        """
+
+        def look(txn: Txn) -> list[consume.Received]:
+            return consume.receive(txn, topic, group, limit, invisible_ms)
+
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
         while True:
-            woken = self.notifier.watch(topic)
+            parked = Parked(topic, look, loop.create_future())
+
+            def look_or_park(txn: Txn, parked: Parked = parked) -> list[consume.Received]:
+                got = look(txn)
+                if not got and wait_ms > 0:
+                    self.long_polls.park(parked)
+                return got
+
             try:
-                got = await self.writer.submit(
-                    lambda txn: consume.receive(txn, topic, group, limit, invisible_ms),
-                    durable=False,
-                )
-                left = deadline - loop.time()
-                if got or left <= 0:
+                got = await self.writer.submit(look_or_park, durable=False)
+                if got:
                     return got
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(woken), timeout=left)
+                left = deadline - loop.time()
+                if left > 0:
+                    with contextlib.suppress(TimeoutError):
+                        got = await asyncio.wait_for(asyncio.shield(parked.future), left)
             finally:
-                self.notifier.unwatch(topic, woken)
+                if not self.long_polls.cancel(parked):  # claimed: its messages are coming
+                    got = await parked.future
+            if got or loop.time() >= deadline:
+                return got
 
     async def ack(self, topic: str, group: str, receipts: list[str]) -> list[str]:
         return await self.writer.submit(

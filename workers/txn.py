@@ -96,11 +96,12 @@ class Txn:
 
     # --- commit --------------------------------------------------------------------------
 
-    def commit(self, pending_total: int) -> None:
-        """Write everything staged as one WriteBatch (range deletes first)."""
+    def commit(self, pending_total: int, *, sync: bool) -> None:
+        """Write everything staged as one WriteBatch (range deletes first); ``sync``: with
+        the WAL fsynced before returning (the writer syncs on its own thread instead)."""
         if self.pending_delta:
             self._staged[CF.META][PENDING_KEY] = pending_total.to_bytes(8, "big")
-        self.store.write_staged(self._ranges, self._staged, sync=self.sync)
+        self.store.write_staged(self._ranges, self._staged, sync=sync)
 
     @property
     def empty(self) -> bool:

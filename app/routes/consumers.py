@@ -25,6 +25,7 @@ from app.schemas import (
 from storage.records import BodyEncoding
 from workers.consume import Received
 from workers.retry import GroupSettings
+from workers.runner import Engine
 
 router = APIRouter(
     prefix="/v1/topics/{topic}/groups/{group}",
@@ -69,7 +70,11 @@ def _per_receipt(receipts: list[str], statuses: list[str]) -> Response:
     responses={200: {"model": ReceiveResult}, **ERRORS},
 )
 async def receive_messages(topic: TopicPath, group: GroupPath, request: Request) -> Response:
-    engine = engine_of(request)
+    return await take(engine_of(request), topic, group, request)
+
+
+async def take(engine: Engine, topic: str, group: str, request: Request) -> Response:
+    """All of a receive after routing (shared with app/fastpath.py)."""
     req = await parse(request, ReceiveRequest)
     got = await engine.receive(topic, group, req.max_messages, req.wait_ms, req.invisible_ms)
     return json_response({"messages": [_received(topic, g) for g in got]})
@@ -83,7 +88,11 @@ async def receive_messages(topic: TopicPath, group: GroupPath, request: Request)
     responses={200: {"model": AckResult}, **ERRORS},
 )
 async def ack_messages(topic: TopicPath, group: GroupPath, request: Request) -> Response:
-    engine = engine_of(request)
+    return await settle(engine_of(request), topic, group, request)
+
+
+async def settle(engine: Engine, topic: str, group: str, request: Request) -> Response:
+    """All of an ack after routing (shared with app/fastpath.py)."""
     req = await parse(request, AckRequest)
     return _per_receipt(req.receipts, await engine.ack(topic, group, list(req.receipts)))
 
@@ -96,7 +105,11 @@ async def ack_messages(topic: TopicPath, group: GroupPath, request: Request) -> 
     responses={200: {"model": NackResult}, **ERRORS},
 )
 async def nack_messages(topic: TopicPath, group: GroupPath, request: Request) -> Response:
-    engine = engine_of(request)
+    return await fail(engine_of(request), topic, group, request)
+
+
+async def fail(engine: Engine, topic: str, group: str, request: Request) -> Response:
+    """All of a nack after routing (shared with app/fastpath.py)."""
     req = await parse(request, NackRequest)
     statuses = await engine.nack(topic, group, list(req.receipts), req.delay_ms)
     return _per_receipt(req.receipts, statuses)

@@ -127,19 +127,17 @@ def _sent(out: SendOutcome) -> dict[str, Any]:
     responses={201: {"model": SendResult}, 200: {"model": SendResult}, **ERRORS},
 )
 async def send_message(topic: TopicPath, request: Request) -> Response:
-    return await schedule_one(
-        engine_of(request), settings_of(request), topic, request, await request.body()
-    )
+    return await schedule_one(engine_of(request), settings_of(request), topic, request)
 
 
 async def schedule_one(
-    engine: Engine, settings: Settings, topic: str, request: Request, raw: bytes
+    engine: Engine, settings: Settings, topic: str, request: Request
 ) -> Response:
-    """All of a single send after routing: the route above and app/fastpath.py share it."""
+    """All of a single send after routing (shared with app/fastpath.py)."""
     writable_topic(topic)
     require_json(request)
     try:
-        msg = SendMessage.model_validate_json(raw)
+        msg = SendMessage.model_validate_json(await request.body())
     except ValidationError as exc:
         raise invalid(exc) from None
     rec = to_record(topic, msg, engine.clock.now_ms(), settings, ["body"])
@@ -155,8 +153,13 @@ async def schedule_one(
     responses={200: {"model": BatchResult}, **ERRORS},
 )
 async def send_messages(topic: TopicPath, request: Request) -> Response:
-    engine = engine_of(request)
-    settings = settings_of(request)
+    return await schedule_many(engine_of(request), settings_of(request), topic, request)
+
+
+async def schedule_many(
+    engine: Engine, settings: Settings, topic: str, request: Request
+) -> Response:
+    """All of a batch send after routing (shared with app/fastpath.py)."""
     writable_topic(topic)
     require_json(request)
     raw = await request.body()

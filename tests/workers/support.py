@@ -120,7 +120,10 @@ class RecordingStore(RocksStore):
     def __init__(self, path: str) -> None:
         super().__init__(path)
         self.writes: list[tuple[list[WriteOp], bool]] = []
+        self.synced_writes = 0  # writes[:synced_writes] are on disk (a WAL sync covered them)
         self.fail_writes = 0
+        self.fail_syncs = 0
+        self.hold_syncs: threading.Event | None = None  # set: WAL syncs wait until it is set
         self.failure: Exception = StorageError("injected write failure")
 
     def write(self, ops: Iterable[WriteOp], *, sync: bool) -> None:
@@ -142,6 +145,21 @@ class RecordingStore(RocksStore):
         for cf, values in staged.items():
             ops.extend(Delete(cf, k) if v is None else Put(cf, k, v) for k, v in values.items())
         self.writes.append((ops, sync))
+
+    def sync_wal(self) -> None:
+        covered = len(self.writes)
+        if self.hold_syncs is not None:
+            self.hold_syncs.wait(WAIT_S)
+        if self.fail_syncs > 0:
+            self.fail_syncs -= 1
+            self.failed = True  # as RocksStore.sync_wal leaves it after a real failure
+            raise StorageError("injected WAL sync failure")
+        super().sync_wal()
+        self.synced_writes = covered
+
+    def durable(self, index: int) -> bool:
+        """Whether write ``index`` is on disk: written synced, or covered by a WAL sync."""
+        return self.writes[index][1] or index < self.synced_writes
 
     def _maybe_fail(self) -> None:
         if self.fail_writes > 0:

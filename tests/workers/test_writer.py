@@ -16,7 +16,16 @@ from storage.errors import RocktimerError, StorageError
 from storage.keys import PENDING_KEY
 from storage.records import MessageRecord, MessageState
 from storage.store import CF, Put
-from tests.workers.support import Gate, RecordingStore, call, record, run, timer_keys, topic_log
+from tests.workers.support import (
+    Gate,
+    RecordingStore,
+    call,
+    record,
+    run,
+    timer_keys,
+    topic_log,
+    wait_until,
+)
 from workers import messages
 from workers.clock import FakeClock
 from workers.messages import SendOutcome
@@ -52,7 +61,7 @@ def test_txn_reads_its_own_writes_over_the_store(store: RecordingStore) -> None:
     assert txn.get_many(CF.LOGS, [b"a"]) == [None]
     assert store.get(CF.META, b"a") == b"1"  # nothing written before the commit
 
-    txn.commit(0)
+    txn.commit(0, sync=False)
     assert store.get_many(CF.META, [b"a", b"b", b"c"]) == [b"10", None, b"3"]
     assert store.writes[-1][1] is False  # nobody asked for durability
 
@@ -77,7 +86,7 @@ def test_txn_rollback_undoes_only_what_was_staged_after_the_savepoint(
     assert txn.get(CF.META, b"b") is None
     assert txn.get(CF.META, b"kept") == b"store"
     assert txn.pending_delta == 1
-    txn.commit(7)
+    txn.commit(7, sync=False)
     assert store.get(CF.META, b"a") == b"first"
     assert store.get(CF.META, b"b") is None
     assert store.get(CF.META, b"kept") == b"store"
@@ -95,7 +104,7 @@ def test_txn_commit_keeps_a_key_put_inside_a_range_deleted_in_the_same_batch(
     txn.delete_range(CF.TIMERS, bytes([0]), bytes([10]))
     assert not txn.empty
     assert Txn(store, 0).empty
-    txn.commit(0)
+    txn.commit(0, sync=False)
     assert store.scan(CF.TIMERS, b"", b"\xff", 100) == [(bytes([3]), b"new")]
     assert len(store.writes) == 2  # the setup's write, then the whole Txn as one batch
 
@@ -185,8 +194,8 @@ def test_many_concurrent_durable_ops_share_one_synced_write(
 
     def synced_write_holds(index_key: bytes) -> bool:
         return any(
-            sync and any(isinstance(op, Put) and op.key == index_key for op in ops)
-            for ops, sync in store.writes
+            store.durable(i) and any(isinstance(op, Put) and op.key == index_key for op in ops)
+            for i, (ops, _) in enumerate(store.writes)
         )
 
     def check_on_reply(index_key: bytes) -> Callable[[asyncio.Future[SendOutcome]], None]:
@@ -213,7 +222,7 @@ def test_many_concurrent_durable_ops_share_one_synced_write(
     assert writer.batches == 2 < n
     assert writer.ops_done == n + 1
     assert len(store.writes) == 1  # the gate's batch wrote nothing; the sends wrote once
-    assert store.writes[0][1] is True
+    assert store.durable(0)
     assert durable_at_reply == [True] * n  # every reply came after the synced write
     assert writer.pending_timers == n
     assert store.get(CF.META, PENDING_KEY) == keys.u64(n)
@@ -221,9 +230,50 @@ def test_many_concurrent_durable_ops_share_one_synced_write(
 
 def test_non_durable_ops_write_without_sync(writer: Writer, store: RecordingStore) -> None:
     call(writer, put_op(CF.META, b"x", b"1"), durable=False)
-    assert store.writes[-1][1] is False
+    assert not store.durable(len(store.writes) - 1)  # answered without waiting for a sync
     call(writer, put_op(CF.META, b"y", b"1"), durable=True)
-    assert store.writes[-1][1] is True
+    assert store.durable(len(store.writes) - 1)
+
+
+def test_the_writer_goes_on_during_an_fsync_and_durable_replies_wait_for_it(
+    writer: Writer, store: RecordingStore
+) -> None:
+    """The WAL sync runs on the syncer thread: quick ops commit and answer meanwhile; every
+    durable reply, also a re-send that wrote nothing, waits until a sync covered it."""
+    now = writer.clock.now_ms()
+    rec = record("t", "m", now + 1_000)
+    store.hold_syncs = threading.Event()
+
+    async def scenario() -> tuple[list[bool], SendOutcome, SendOutcome]:
+        first = writer.submit(send_op(rec), durable=True)
+        await asyncio.to_thread(wait_until, lambda: len(store.writes) == 1, what="the write")
+        again = writer.submit(send_op(rec), durable=True)  # answers from the unsynced write
+        await writer.submit(put_op(CF.META, b"quick", b"1"), durable=False)
+        waiting = [first.done(), again.done()]
+        assert store.hold_syncs is not None
+        store.hold_syncs.set()
+        return waiting, await first, await again
+
+    waiting, first, again = run(scenario())
+    assert waiting == [False, False]  # the quick op was answered while both waited
+    assert first.created
+    assert not again.created
+    assert store.durable(0)
+    assert store.get(CF.META, b"quick") == b"1"
+
+
+def test_a_failed_fsync_fails_its_replies_and_the_store_is_reopened(
+    writer: Writer, store: RecordingStore
+) -> None:
+    now = writer.clock.now_ms()
+    store.fail_syncs = 1
+    with pytest.raises(StorageError):
+        call(writer, send_op(record("t", "m0", now + 5)), durable=True)
+    retry = call(writer, send_op(record("t", "m1", now + 5)), durable=True)
+    assert retry.created
+    assert store.reopens == 1
+    assert store.durable(len(store.writes) - 1)
+    assert writer.alive
 
 
 def test_submit_raises_overloaded_when_the_client_queue_is_full(
