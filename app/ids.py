@@ -30,14 +30,35 @@ class _Ids:
         self._prefix = ""
         self._next = 0
 
-    def make(self, now_ms: int) -> str:
+    def make(self, now_ms: int, n: int) -> list[str]:
         with self._lock:
             if now_ms > self._last_ms:
-                self._last_ms, self._next = now_ms, self._random.getrandbits(79)
+                self._last_ms, first = now_ms, self._random.getrandbits(79)
                 self._prefix = f"{now_ms & 0xFFFF_FFFF_FFFF:012x}"
             else:  # the same millisecond (or a clock step back): count up, stay ordered
-                self._next += 1
-            return self._prefix + format(self._next, "020x")
+                first = self._next + 1
+            self._next = first + n - 1
+            prefix = self._prefix
+        return _hex_ids(prefix, first, n)
+
+
+# The last three hex digits of every counter value: ids in a row differ there, so a block
+# of ids costs one format per 4096 and a concatenation each (a format each was 7 % of a
+# batch send).
+_HEX3 = [f"{i:03x}" for i in range(4096)]
+
+
+def _hex_ids(prefix: str, first: int, n: int) -> list[str]:
+    """``prefix`` + the 20-hex-digit counter, for ``first .. first + n - 1``."""
+    out: list[str] = []
+    i, end = first, first + n
+    while i < end:
+        head = prefix + format(i >> 12, "017x")
+        low = i & 0xFFF
+        count = min(end - i, 4096 - low)
+        out += [head + tail for tail in _HEX3[low : low + count]]
+        i += count
+    return out
 
 
 _ids = _Ids()
@@ -45,4 +66,9 @@ _ids = _Ids()
 
 def new_msg_id(now_ms: int) -> str:
     """32 hex characters: 12 of milliseconds since the epoch, 20 of a per-ms counter."""
-    return _ids.make(now_ms)
+    return _ids.make(now_ms, 1)[0]
+
+
+def new_msg_ids(now_ms: int, n: int) -> list[str]:
+    """``n`` ids in a row, as ``n`` calls of ``new_msg_id`` would make them (one lock)."""
+    return _ids.make(now_ms, n)

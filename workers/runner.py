@@ -107,15 +107,18 @@ class Engine:
 
     # --- producer calls ------------------------------------------------------------------
 
-    async def send(self, rec: MessageRecord) -> messages.SendOutcome:
+    async def send(self, rec: MessageRecord, *, fresh_id: bool = False) -> messages.SendOutcome:
+        """``fresh_id``: the msg_id was made by the server just now (see messages.send)."""
         return await self.writer.submit(
-            lambda txn: messages.send(txn, rec), durable=True, grows=True
+            lambda txn: messages.send(txn, rec, fresh_id=fresh_id), durable=True, grows=True
         )
 
-    async def send_batch(self, recs: Sequence[MessageRecord | None]) -> list[ItemOutcome | None]:
+    async def send_batch(
+        self, recs: Sequence[MessageRecord | None], fresh_ids: Sequence[bool] = ()
+    ) -> list[ItemOutcome | None]:
         """One op, one commit: each item succeeds or fails alone (None items are skipped)."""
         return await self.writer.submit(
-            lambda txn: messages.send_many(txn, recs), durable=True, grows=True
+            lambda txn: messages.send_many(txn, recs, fresh_ids), durable=True, grows=True
         )
 
     async def cancel(self, topic: str, msg_id: str) -> messages.CancelOutcome:

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from app.config import Settings
 from app.deps import MsgIdPath, TopicPath, engine_of, settings_of
 from app.errors import InvalidInput, PayloadTooLarge, invalid, status_of
-from app.ids import new_msg_id
+from app.ids import new_msg_id, new_msg_ids
 from app.routes.common import ERRORS, json_body, json_response, parse, require_json
 from app.schemas import (
     BatchEnvelope,
@@ -52,9 +52,15 @@ def _bad(loc: list[str | int], field: str, reason: str) -> InvalidInput:
 
 
 def to_record(
-    topic: str, msg: SendMessage, now_ms: int, settings: Settings, loc: list[str | int]
+    topic: str,
+    msg: SendMessage,
+    now_ms: int,
+    settings: Settings,
+    loc: list[str | int],
+    made_id: str | None,
 ) -> MessageRecord:
-    """Check what the schema cannot (limits, the delay against now) and build the record."""
+    """Check what the schema cannot (limits, the delay against now) and build the record;
+    ``made_id`` is the server-made msg_id of a message that has none (app/ids.py)."""
 
     at, delay, level = msg.deliver_at_ms, msg.delay_ms, msg.delay_level
     if (at is not None) + (delay is not None) + (level is not None) > 1:
@@ -96,8 +102,10 @@ def to_record(
             "properties",
             f"{len(properties)} properties, over the {settings.max_properties} limit",
         )
+    msg_id = msg.msg_id or made_id
+    if msg_id is None:
+        raise ValueError("a message without msg_id needs a server-made one")
     # Positional: a NamedTuple built from keywords costs twice as much (batch hot path).
-    msg_id = msg.msg_id or new_msg_id(now_ms)
     return MessageRecord(topic, msg_id, deliver_at, now_ms, body, encoding, msg.tag, properties)
 
 
@@ -140,8 +148,10 @@ async def schedule_one(
         msg = SendMessage.model_validate_json(await request.body())
     except ValidationError as exc:
         raise invalid(exc) from None
-    rec = to_record(topic, msg, engine.clock.now_ms(), settings, ["body"])
-    out = await engine.send(rec)
+    now = engine.clock.now_ms()
+    made_id = None if msg.msg_id else new_msg_id(now)
+    rec = to_record(topic, msg, now, settings, ["body"], made_id)
+    out = await engine.send(rec, fresh_id=made_id is not None)
     return json_response(_sent(out), 201 if out.created else 200)
 
 
@@ -173,16 +183,21 @@ async def schedule_many(
         items: list[SendMessage | None] = list(batch.messages)
     except ValidationError:
         items, results = _validate_items(await parse(request, BatchEnvelope))
+    fresh = [msg is not None and msg.msg_id is None for msg in items]
+    made_ids = iter(new_msg_ids(now, sum(fresh)))
     for index, msg in enumerate(items):
         if msg is None:
             records.append(None)
             continue
+        made_id = next(made_ids) if fresh[index] else None
         try:
-            records.append(to_record(topic, msg, now, settings, ["body", "messages", index]))
+            records.append(
+                to_record(topic, msg, now, settings, ["body", "messages", index], made_id)
+            )
         except (InvalidInput, PayloadTooLarge) as exc:
             records.append(None)
             results[index] = {"index": index, "status": status_of(exc)[0], "error": str(exc)}
-    outcomes = await engine.send_batch(records) if any(records) else []
+    outcomes = await engine.send_batch(records, fresh) if any(records) else []
     for index, outcome in enumerate(outcomes):
         if outcome is None:
             continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import threading
 
-from app.ids import new_msg_id
+from app.ids import _hex_ids, new_msg_id, new_msg_ids
 from app.schemas import MSG_ID_PATTERN
 
 
@@ -38,3 +38,19 @@ def test_ids_made_on_many_threads_are_unique() -> None:
         t.join()
     everything = [i for out in made for i in out]
     assert len(set(everything)) == len(everything) == 20_000
+
+
+def test_a_block_of_ids_continues_the_sequence_one_by_one_would_make() -> None:
+    now = 2_000_000_000_000
+    first = new_msg_id(now)
+    block = new_msg_ids(now, 9_000)  # crosses the 4096-id steps of the hex table
+    after = new_msg_id(now)
+    everything = [first, *block, after]
+    assert everything == sorted(everything)
+    counters = [int(i[12:], 16) for i in everything]
+    assert counters == list(range(counters[0], counters[0] + len(everything)))
+
+
+def test_hex_ids_match_plain_formatting_across_carries() -> None:
+    for first in (0, 4095, 4096 * 7 - 3, 2**79 - 5000):
+        assert _hex_ids("p", first, 5_000) == [f"p{i:020x}" for i in range(first, first + 5_000)]

@@ -188,3 +188,29 @@ def test_send_batch_items_succeed_or_fail_alone(engine: Engine, clock: FakeClock
     assert isinstance(results[4], SendOutcome)
     assert results[4].state is MessageState.DELIVERED
     assert engine.writer.pending_timers == 1
+
+
+def test_server_made_ids_skip_the_index_lookup_but_not_a_twin_in_the_batch(
+    engine: Engine, clock: FakeClock
+) -> None:
+    """A fresh (server-made) id is not looked up in the index; a client id that happens to
+    equal one in the same batch still sees it staged, and the first send wins."""
+    due = clock.now_ms() + 60_000
+    first = record("t", "0123456789abcdef0123456789abcdef", due, b"first")
+    twin = record("t", first.msg_id, due + 5, b"twin")
+    other = record("t", "other", due)
+    send(engine, "t", "other", due)  # already there: a client id is looked up
+    out = run(engine.send_batch([first, twin, other], [True, False, False]))
+    assert [o.created for o in out if isinstance(o, SendOutcome)] == [True, False, False]
+    assert [o.deliver_at_ms for o in out if isinstance(o, SendOutcome)] == [due, due, due]
+    status = engine.status("t", first.msg_id)
+    assert status.record is not None
+    assert status.record.body == b"first"
+    # The other order: the client's id first, then the same id as a fresh one.
+    client, fresh = record("u", "x" * 32, due, b"client"), record("u", "x" * 32, due, b"fresh")
+    out = run(engine.send_batch([client, fresh], [False, True]))
+    assert [o.created for o in out if isinstance(o, SendOutcome)] == [True, False]
+    status = engine.status("u", "x" * 32)
+    assert status.record is not None
+    assert status.record.body == b"client"
+    assert engine.writer.pending_timers == 3
