@@ -82,6 +82,7 @@ class Writer:
         self._clients: deque[_Op] = deque()
         self._internal: deque[_Op] = deque()
         self._follow_ups: list[_Op] = []  # writer thread only (see follow_up)
+        self.follow_ups_run = 0
         self._syncer = Syncer(store)
         self._cond = threading.Condition()
         self._running = False
@@ -237,6 +238,7 @@ class Writer:
         self._process_batch(ops)
         while self._follow_ups:
             ops, self._follow_ups = self._follow_ups, []
+            self.follow_ups_run += len(ops)
             self._process_batch(ops)
 
     def _healthy_store(self) -> StorageError | None:
