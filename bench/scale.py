@@ -1,7 +1,7 @@
 """The bench profile: ``quick`` (default, `make bench`) or ``full`` (BENCH_SCALE=full).
 
 Quick keeps `make bench` under ten minutes on the 2-core reference machine; full runs the
-sizes the targets are stated for (a one-minute lateness window, a 1M storm, 10M pending
+sizes the targets are stated for (a one-minute lateness window, a 10M storm, 10M pending
 timers and 10M deliveries).
 
 Environment overrides (any profile): BENCH_STORM_N, BENCH_CONSUME_N, BENCH_NACK_N,
@@ -50,7 +50,7 @@ FULL = Scale(
     send_seconds=30,
     batches=1_000,
     lateness_seconds=60,
-    storm_n=1_000_000,
+    storm_n=10_000_000,
     consume_n=500_000,
     nack_n=200_000,
     pending_n=10_000_000,
