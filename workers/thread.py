@@ -6,25 +6,20 @@ from __future__ import annotations
 import abc
 import logging
 import threading
+from collections.abc import Callable
 
 
-class WorkerThread(abc.ABC):
-    name = "rocktimer-worker"
+class OwnThread:
+    """One named daemon thread: started, joined, and alive or not."""
 
     def __init__(self) -> None:
-        self._stop = threading.Event()
-        self._wake = threading.Event()  # set by stop() too, so a sleeping worker notices
         self._thread: threading.Thread | None = None
-        self.error: BaseException | None = None
 
-    def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._main, name=self.name, daemon=True)
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        self._thread = threading.Thread(target=target, name=name, daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
+    def _join(self) -> None:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
@@ -32,6 +27,25 @@ class WorkerThread(abc.ABC):
     @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+
+class WorkerThread(OwnThread, abc.ABC):
+    name = "rocktimer-worker"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._stop = threading.Event()
+        self._wake = threading.Event()  # set by stop() too, so a sleeping worker notices
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._spawn(self._main, self.name)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._join()
 
     @property
     def stopping(self) -> bool:

@@ -26,6 +26,7 @@ from storage.errors import DiskFullError, RocktimerError, StorageError
 from storage.keys import PENDING_KEY, read_u64
 from storage.store import CF, RocksStore
 from workers.clock import Clock
+from workers.thread import OwnThread
 from workers.txn import Txn
 
 log = logging.getLogger("rocktimer.writer")
@@ -53,6 +54,32 @@ class WriterStopped(RocktimerError):
     """The writer is not running (starting up or shutting down)."""
 
 
+class _Loop(OwnThread):
+    """A thread running ``_run``, woken through one Condition, stopped by a flag that
+    ``_run`` checks under it (the writer and its syncer)."""
+
+    thread_name = "rocktimer-loop"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cond = threading.Condition()
+        self._running = False
+
+    def start(self) -> None:
+        self._running = True
+        self._spawn(self._run, self.thread_name)
+
+    def stop(self) -> None:
+        """``_run`` finishes what it was handed, then returns."""
+        with self._cond:
+            self._running = False
+            self._cond.notify_all()
+        self._join()
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
 @dataclass(slots=True)
 class _Op:
     fn: Callable[[Txn], Any]
@@ -61,7 +88,9 @@ class _Op:
     grows: bool = False  # adds data (a send): refused while the disk is nearly full
 
 
-class Writer:
+class Writer(_Loop):
+    thread_name = "rocktimer-writer"
+
     def __init__(
         self,
         store: RocksStore,
@@ -71,6 +100,7 @@ class Writer:
         on_commit: Callable[[Txn], None] | None = None,
         min_free_bytes: int = 0,
     ) -> None:
+        super().__init__()
         self.store = store
         self.clock = clock
         self.queue_size = queue_size
@@ -84,9 +114,6 @@ class Writer:
         self._follow_ups: list[_Op] = []  # writer thread only (see follow_up)
         self.follow_ups_run = 0
         self._syncer = Syncer(store)
-        self._cond = threading.Condition()
-        self._running = False
-        self._thread: threading.Thread | None = None
         # The scan horizon (see scan_horizon): the `now` of the batch being built, if any.
         self._horizon_lock = threading.Lock()
         self._batch_now: int | None = None
@@ -102,18 +129,11 @@ class Writer:
 
     def start(self) -> None:
         self._syncer.start()
-        self._running = True
-        self._thread = threading.Thread(target=self._run, name="rocktimer-writer", daemon=True)
-        self._thread.start()
+        super().start()
 
     def stop(self) -> None:
         """Finish every op already queued, then stop. Ops submitted later are refused."""
-        with self._cond:
-            self._running = False
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        super().stop()
         self._syncer.stop()
 
     @property
@@ -122,12 +142,7 @@ class Writer:
 
     @property
     def alive(self) -> bool:
-        return (
-            self._running
-            and self._thread is not None
-            and self._thread.is_alive()
-            and self._syncer.alive
-        )
+        return self._running and super().alive and self._syncer.alive
 
     @property
     def queue_depth(self) -> int:
@@ -321,7 +336,7 @@ class Writer:
         _complete(results)
 
 
-class Syncer:
+class Syncer(_Loop):
     """fsyncs the WAL for batches the writer has already written, on a thread of its own.
 
     A synced ``write`` holds the GIL through its fsync (rocksdict), which stopped the event
@@ -338,32 +353,14 @@ class Syncer:
     the store: later writes may sit behind a hole in the WAL.
     """
 
+    thread_name = "rocktimer-syncer"
+
     def __init__(self, store: RocksStore) -> None:
+        super().__init__()
         self.store = store
-        self._cond = threading.Condition()
         self._waiting: list[list[tuple[_Op, bool, Any]]] = []
         self._busy = False
-        self._running = False
-        self._thread: threading.Thread | None = None
         self.syncs = 0
-
-    def start(self) -> None:
-        self._running = True
-        self._thread = threading.Thread(target=self._run, name="rocktimer-syncer", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Sync and answer everything handed over, then stop."""
-        with self._cond:
-            self._running = False
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    @property
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
 
     def add(self, results: list[tuple[_Op, bool, Any]]) -> None:
         """Answer these once the WAL is synced (from the writer, after their write)."""
