@@ -118,7 +118,10 @@ class Engine:
     ) -> list[ItemOutcome | None]:
         """One op, one commit: each item succeeds or fails alone (None items are skipped)."""
         return await self.writer.submit(
-            lambda txn: messages.send_many(txn, recs, fresh_ids), durable=True, grows=True
+            lambda txn: messages.send_many(txn, recs, fresh_ids),
+            durable=True,
+            grows=True,
+            inline=True,
         )
 
     async def cancel(self, topic: str, msg_id: str) -> messages.CancelOutcome:
@@ -156,7 +159,7 @@ class Engine:
                 return got
 
             try:
-                got = await self.writer.submit(look_or_park, durable=False)
+                got = await self.writer.submit(look_or_park, durable=False, inline=True)
                 if got:
                     return got
                 left = deadline - loop.time()
@@ -171,14 +174,16 @@ class Engine:
 
     async def ack(self, topic: str, group: str, receipts: list[str]) -> list[str]:
         return await self.writer.submit(
-            lambda txn: consume.ack(txn, topic, group, receipts), durable=True
+            lambda txn: consume.ack(txn, topic, group, receipts), durable=True, inline=True
         )
 
     async def nack(
         self, topic: str, group: str, receipts: list[str], delay_ms: int | None
     ) -> list[str]:
         return await self.writer.submit(
-            lambda txn: consume.nack(txn, topic, group, receipts, delay_ms), durable=True
+            lambda txn: consume.nack(txn, topic, group, receipts, delay_ms),
+            durable=True,
+            inline=True,
         )
 
     async def change_invisibility(

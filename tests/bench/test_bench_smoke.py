@@ -174,7 +174,7 @@ def test_scale_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(var, raising=False)
     assert scale.current() == scale.QUICK
     monkeypatch.setenv("BENCH_SCALE", "full")
-    assert scale.current().storm_n == 1_000_000
+    assert scale.current().storm_n == 10_000_000
     assert scale.current().pending_n == 10_000_000
     monkeypatch.setenv("BENCH_STORM_N", "5000")
     assert scale.current().storm_n == 5_000

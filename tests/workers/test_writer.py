@@ -276,6 +276,65 @@ def test_a_failed_fsync_fails_its_replies_and_the_store_is_reopened(
     assert writer.alive
 
 
+def test_an_inline_op_runs_on_the_event_loop_when_the_writer_is_idle(
+    writer: Writer, store: RecordingStore
+) -> None:
+    ran_on: list[int] = []
+
+    def op(txn: Txn) -> None:
+        ran_on.append(threading.get_ident())
+        txn.put(CF.META, b"inline", b"1")
+
+    async def scenario() -> bool:
+        fut = writer.submit(op, durable=False, inline=True)
+        done_at_once = fut.done()  # answered in the call: no hop to the writer and back
+        await fut
+        return done_at_once
+
+    loop_thread: list[int] = []
+
+    async def main() -> bool:
+        loop_thread.append(threading.get_ident())
+        return await scenario()
+
+    assert run(main())
+    assert ran_on == loop_thread
+    assert store.get(CF.META, b"inline") == b"1"
+    assert writer.batches == 1
+
+
+def test_an_inline_op_queues_while_the_writer_is_busy_and_durable_ones_wait_for_the_sync(
+    writer: Writer, store: RecordingStore
+) -> None:
+    ran_on: list[int] = []
+
+    def op(txn: Txn) -> None:
+        ran_on.append(threading.get_ident())
+        txn.put(CF.META, b"k", b"v")
+
+    async def scenario() -> tuple[bool, bool]:
+        gate = Gate()
+        held = writer.submit(gate.op, durable=False)
+        gate.wait_entered()
+        queued = writer.submit(op, durable=False, inline=True)  # the writer holds the batch
+        gate.release.set()
+        await held
+        await queued
+        store.hold_syncs = threading.Event()
+        durable = writer.submit(op, durable=True, inline=True)
+        await asyncio.sleep(0.05)
+        waited = not durable.done()
+        store.hold_syncs.set()
+        await durable
+        return waited, store.durable(len(store.writes) - 1)
+
+    waited, synced = run(scenario())
+    assert waited  # written inline, answered only after the WAL sync
+    assert synced
+    assert ran_on[0] != threading.get_ident()  # the busy writer ran the first one
+    assert ran_on[1] == threading.get_ident()  # … the idle one let the loop run the second
+
+
 def test_submit_raises_overloaded_when_the_client_queue_is_full(
     store: RecordingStore, clock: FakeClock
 ) -> None:
