@@ -276,29 +276,29 @@ def test_a_failed_fsync_fails_its_replies_and_the_store_is_reopened(
     assert writer.alive
 
 
-def test_an_inline_op_runs_on_the_event_loop_when_the_writer_is_idle(
-    writer: Writer, store: RecordingStore
-) -> None:
-    ran_on: list[int] = []
+def put_noting_thread(ran_on: list[int]) -> Callable[[Txn], None]:
+    """An op that writes one key and notes the thread it ran on."""
 
     def op(txn: Txn) -> None:
         ran_on.append(threading.get_ident())
         txn.put(CF.META, b"inline", b"1")
 
+    return op
+
+
+def test_an_inline_op_runs_on_the_event_loop_when_the_writer_is_idle(
+    writer: Writer, store: RecordingStore
+) -> None:
+    ran_on: list[int] = []
+
     async def scenario() -> bool:
-        fut = writer.submit(op, durable=False, inline=True)
+        fut = writer.submit(put_noting_thread(ran_on), durable=False, inline=True)
         done_at_once = fut.done()  # answered in the call: no hop to the writer and back
         await fut
         return done_at_once
 
-    loop_thread: list[int] = []
-
-    async def main() -> bool:
-        loop_thread.append(threading.get_ident())
-        return await scenario()
-
-    assert run(main())
-    assert ran_on == loop_thread
+    assert run(scenario())
+    assert ran_on == [threading.get_ident()]  # asyncio.run's loop runs on this thread
     assert store.get(CF.META, b"inline") == b"1"
     assert writer.batches == 1
 
@@ -307,10 +307,7 @@ def test_an_inline_op_queues_while_the_writer_is_busy_and_durable_ones_wait_for_
     writer: Writer, store: RecordingStore
 ) -> None:
     ran_on: list[int] = []
-
-    def op(txn: Txn) -> None:
-        ran_on.append(threading.get_ident())
-        txn.put(CF.META, b"k", b"v")
+    op = put_noting_thread(ran_on)
 
     async def scenario() -> tuple[bool, bool]:
         gate = Gate()
