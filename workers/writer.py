@@ -179,10 +179,15 @@ class Writer(_Loop):
             self._cond.notify()
         return future
 
-    def call(self, fn: Callable[[Txn], T], *, durable: bool, internal: bool = True) -> T:
-        """Run an op from a worker thread and wait for its commit (blocks when queue is full)."""
+    def call(
+        self, fn: Callable[[Txn], T], *, durable: bool, internal: bool = True, inline: bool = False
+    ) -> T:
+        """Run an op from a worker thread and wait for its commit (blocks when queue is full).
+
+        ``inline``: as in ``submit``, on this thread if the writer thread is idle."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self.enqueue_internal(fn, durable=durable, future=future, internal=internal)
+        if not (inline and self._run_inline(_Op(fn, durable, future))):
+            self.enqueue_internal(fn, durable=durable, future=future, internal=internal)
         while True:
             try:
                 return future.result(timeout=CALL_POLL_S)

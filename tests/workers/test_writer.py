@@ -332,6 +332,35 @@ def test_an_inline_op_queues_while_the_writer_is_busy_and_durable_ones_wait_for_
     assert ran_on[1] == threading.get_ident()  # … the idle one let the loop run the second
 
 
+def test_a_worker_threads_inline_call_runs_on_that_thread_unless_the_writer_is_busy(
+    writer: Writer, store: RecordingStore
+) -> None:
+    """The deliverer's moves: run on its own thread when the writer is idle."""
+    ran_on: list[int] = []
+    op = put_noting_thread(ran_on)
+    worker: list[int] = []
+
+    def from_a_worker() -> None:
+        worker.append(threading.get_ident())
+        writer.call(op, durable=False, inline=True)
+
+    thread = threading.Thread(target=from_a_worker)
+    thread.start()
+    thread.join(10)
+    gate = Gate()
+    held: concurrent.futures.Future[None] = concurrent.futures.Future()
+    writer.enqueue_internal(gate.op, durable=False, future=held)
+    gate.wait_entered()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        busy = pool.submit(writer.call, op, durable=False, inline=True)
+        gate.release.set()
+        busy.result(10)
+    (writer_thread,) = [t for t in threading.enumerate() if t.name == "rocktimer-writer"]
+    assert ran_on[0] == worker[0]  # idle writer: the calling thread wrote the batch
+    assert ran_on[1] == writer_thread.ident  # busy: queued to the writer thread
+    assert store.get(CF.META, b"inline") == b"1"
+
+
 def test_submit_raises_overloaded_when_the_client_queue_is_full(
     store: RecordingStore, clock: FakeClock
 ) -> None:
