@@ -1,12 +1,12 @@
 """Long polls: a receiver that found nothing parks, and the commit that gives its topic
-something to read runs its receive at once, on the writer thread.
+something to read runs its receive at once, as the very next batch.
 
 The old way, a delivery reached a waiting consumer in three thread hops: the writer woke
 the event loop, the loop queued a receive for the writer, the writer woke the loop again
 with the result; each hop waited for the GIL behind whatever else was running (bench
-figure 3 b). Now the writer claims the parked receives of every topic a commit woke and
-runs them as its very next batch (Writer.follow_up); the loop hears back once, with the
-messages.
+figure 3 b). Now the commit's hook claims the parked receives of every topic it woke and
+whoever wrote that batch runs them next (Writer.follow_up); the loop hears back once,
+with the messages.
 
 A parked receive is claimed or cancelled exactly once, under one lock: the writer claims
 it (then its receive runs and its future gets the result), or the loop cancels it (time
@@ -47,7 +47,8 @@ class LongPolls:
 
     def park(self, parked: Parked) -> None:
         """Wait for the next commit that wakes the topic (from the op that found nothing,
-        on the writer thread: no commit can slip in between the look and the park)."""
+        under the writer's batch lock: no commit can slip in between the look and the
+        park)."""
         with self._lock:
             if parked.state == _WAITING:  # not cancelled while its look was queued
                 self._parked.setdefault(parked.topic, []).append(parked)

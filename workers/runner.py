@@ -140,7 +140,7 @@ class Engine:
         """Long poll: return as soon as one message is held, or empty after ``wait_ms``.
 
         A look that finds nothing parks (workers/notify.py); the commit that next gives the
-        topic something runs the parked receive on the writer thread and hands back its
+        topic something runs the parked receive as its next batch and hands back its
         messages. One that found nothing after all (another receiver was first) parks again.
         """
 

@@ -96,12 +96,12 @@ class Txn:
 
     # --- commit --------------------------------------------------------------------------
 
-    def commit(self, pending_total: int, *, sync: bool) -> None:
-        """Write everything staged as one WriteBatch (range deletes first); ``sync``: with
-        the WAL fsynced before returning (the writer syncs on its own thread instead)."""
+    def commit(self, pending_total: int) -> None:
+        """Write everything staged as one WriteBatch (range deletes first), unsynced: the
+        writer's Syncer fsyncs the WAL before any durable op is answered."""
         if self.pending_delta:
             self._staged[CF.META][PENDING_KEY] = pending_total.to_bytes(8, "big")
-        self.store.write_staged(self._ranges, self._staged, sync=sync)
+        self.store.write_staged(self._ranges, self._staged, sync=False)
 
     @property
     def empty(self) -> bool:

@@ -1,9 +1,11 @@
-"""The writer: the single thread that mutates RocksDB, with group commit.
+"""The writer: the one place that mutates RocksDB, with group commit.
 
 Requests queue up as ops (a function of a Txn). The writer takes every op waiting, runs
-each against one Txn, writes the Txn as one WriteBatch (fsynced if any op asked for
-durability) and only then completes every op. Checks that must see the latest state
-(duplicate msg_id, cancelled, receipt valid) run inside the ops, here.
+each against one Txn and writes the Txn as one WriteBatch; ops that need no fsync are
+answered then, durable ones once the Syncer has fsynced the WAL behind it. Checks that
+must see the latest state (duplicate msg_id, cancelled, receipt valid) run inside the
+ops, here. Batches are written one at a time under a lock: by the writer thread, or, for
+an op submitted ``inline`` while the writer thread is idle, by the submitting thread.
 
 Clients' ops wait in a bounded queue: when it is full, ``submit`` raises ``Overloaded``
 (HTTP 429). Internal ops (moves of due timers) have their own small queue and block the
@@ -12,6 +14,7 @@ deliverer instead, which in turn blocks the scanner: back-pressure end to end.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import concurrent.futures
 import contextlib
@@ -40,6 +43,7 @@ DISK_CHECK_MS = 50  # statvfs at most this often (it was 4% of the writer under 
 # the reserve (min_free_bytes) covers what can be written in between
 REOPEN_BACKOFF_MS = 500  # between attempts to reopen a store whose write failed
 DISK_FULL_DETAIL = "the disk is nearly full: new messages are refused until space is freed"
+BROKEN_STORE_DETAIL = "the store cannot write at the moment (disk full or I/O error)"
 
 
 class Overloaded(RocktimerError):
@@ -54,7 +58,7 @@ class WriterStopped(RocktimerError):
     """The writer is not running (starting up or shutting down)."""
 
 
-class _Loop(OwnThread):
+class _Loop(OwnThread, abc.ABC):
     """A thread running ``_run``, woken through one Condition, stopped by a flag that
     ``_run`` checks under it (the writer and its syncer)."""
 
@@ -76,8 +80,9 @@ class _Loop(OwnThread):
             self._cond.notify_all()
         self._join()
 
+    @abc.abstractmethod
     def _run(self) -> None:
-        raise NotImplementedError
+        """The thread's loop: return once ``_running`` is false and the work is done."""
 
 
 @dataclass(slots=True)
@@ -302,7 +307,7 @@ class Writer(_Loop):
                 return None
             except StorageError as exc:
                 log.error("store reopen failed: %s", exc)
-        return StorageError("the store cannot write at the moment (disk full or I/O error)")
+        return StorageError(BROKEN_STORE_DETAIL)
 
     def _run_ops(self, txn: Txn, ops: list[_Op]) -> list[tuple[_Op, bool, Any]]:
         """Each op in its own savepoint: one that raises leaves no write behind."""
@@ -339,7 +344,7 @@ class Writer(_Loop):
             results = self._run_ops(txn, ops)
             if not txn.empty:
                 total = self.pending_timers + txn.pending_delta
-                txn.commit(total, sync=False)  # the syncer fsyncs (below)
+                txn.commit(total)  # unsynced: the syncer fsyncs (below)
                 self.pending_timers = total
                 self.cancels_committed += txn.cancels  # only after the write is visible
         except Exception as exc:  # any error, not only StorageError: one that escaped
@@ -428,7 +433,7 @@ class Syncer(_Loop):
     def _sync(self, batches: list[list[tuple[_Op, bool, Any]]]) -> None:
         error: Exception | None = None
         if self.store.failed:
-            error = StorageError("the store cannot write at the moment (disk full or I/O error)")
+            error = StorageError(BROKEN_STORE_DETAIL)
         else:
             try:
                 self.store.sync_wal()

@@ -61,7 +61,7 @@ def test_txn_reads_its_own_writes_over_the_store(store: RecordingStore) -> None:
     assert txn.get_many(CF.LOGS, [b"a"]) == [None]
     assert store.get(CF.META, b"a") == b"1"  # nothing written before the commit
 
-    txn.commit(0, sync=False)
+    txn.commit(0)
     assert store.get_many(CF.META, [b"a", b"b", b"c"]) == [b"10", None, b"3"]
     assert store.writes[-1][1] is False  # nobody asked for durability
 
@@ -86,7 +86,7 @@ def test_txn_rollback_undoes_only_what_was_staged_after_the_savepoint(
     assert txn.get(CF.META, b"b") is None
     assert txn.get(CF.META, b"kept") == b"store"
     assert txn.pending_delta == 1
-    txn.commit(7, sync=False)
+    txn.commit(7)
     assert store.get(CF.META, b"a") == b"first"
     assert store.get(CF.META, b"b") is None
     assert store.get(CF.META, b"kept") == b"store"
@@ -104,7 +104,7 @@ def test_txn_commit_keeps_a_key_put_inside_a_range_deleted_in_the_same_batch(
     txn.delete_range(CF.TIMERS, bytes([0]), bytes([10]))
     assert not txn.empty
     assert Txn(store, 0).empty
-    txn.commit(0, sync=False)
+    txn.commit(0)
     assert store.scan(CF.TIMERS, b"", b"\xff", 100) == [(bytes([3]), b"new")]
     assert len(store.writes) == 2  # the setup's write, then the whole Txn as one batch
 
