@@ -57,10 +57,10 @@ def to_record(
     now_ms: int,
     settings: Settings,
     loc: list[str | int],
-    made_id: str | None,
+    msg_id: str,
 ) -> MessageRecord:
     """Check what the schema cannot (limits, the delay against now) and build the record;
-    ``made_id`` is the server-made msg_id of a message that has none (app/ids.py)."""
+    ``msg_id``: the message's own, or a server-made one (app/ids.py) if it has none."""
 
     at, delay, level = msg.deliver_at_ms, msg.delay_ms, msg.delay_level
     if (at is not None) + (delay is not None) + (level is not None) > 1:
@@ -102,9 +102,6 @@ def to_record(
             "properties",
             f"{len(properties)} properties, over the {settings.max_properties} limit",
         )
-    msg_id = msg.msg_id or made_id
-    if msg_id is None:
-        raise ValueError("a message without msg_id needs a server-made one")
     # Positional: a NamedTuple built from keywords costs twice as much (batch hot path).
     return MessageRecord(topic, msg_id, deliver_at, now_ms, body, encoding, msg.tag, properties)
 
@@ -149,9 +146,9 @@ async def schedule_one(
     except ValidationError as exc:
         raise invalid(exc) from None
     now = engine.clock.now_ms()
-    made_id = None if msg.msg_id else new_msg_id(now)
-    rec = to_record(topic, msg, now, settings, ["body"], made_id)
-    out = await engine.send(rec, fresh_id=made_id is not None)
+    msg_id = msg.msg_id or new_msg_id(now)
+    rec = to_record(topic, msg, now, settings, ["body"], msg_id)
+    out = await engine.send(rec, fresh_id=msg.msg_id is None)
     return json_response(_sent(out), 201 if out.created else 200)
 
 
@@ -189,10 +186,10 @@ async def schedule_many(
         if msg is None:
             records.append(None)
             continue
-        made_id = next(made_ids) if fresh[index] else None
+        msg_id = msg.msg_id or next(made_ids)
         try:
             records.append(
-                to_record(topic, msg, now, settings, ["body", "messages", index], made_id)
+                to_record(topic, msg, now, settings, ["body", "messages", index], msg_id)
             )
         except (InvalidInput, PayloadTooLarge) as exc:
             records.append(None)
