@@ -16,8 +16,13 @@ from app.config import Role
 from app.errors import problem
 
 
+# Calls any valid key may make: the console asks who it is and reads the overview.
+ANY_ROLE_PATHS = frozenset({"/v1/me", "/v1/stats"})
+
+
 def required_role(method: str, path: str) -> Role | None:
-    """The role a request needs, or None for the open service endpoints."""
+    """The role a request needs, or None for the open service endpoints (and the console's
+    static files: the console asks for a key before it calls the API)."""
     parts = path.split("/")  # "", "v1", "topics", topic, kind, ...
     if len(parts) < 5 or parts[1] != "v1" or parts[2] != "topics":
         return None if not path.startswith("/v1/") else Role.ADMIN
@@ -57,7 +62,8 @@ class ApiKeys:
                 scope, receive, send
             )
             return
-        if granted is not role and granted is not Role.ADMIN:
+        scope["rocktimer.role"] = granted.value
+        if scope["path"] not in ANY_ROLE_PATHS and granted not in (role, Role.ADMIN):
             detail = f"this API key has role {granted.value!r}; {role.value!r} is needed"
             await problem(403, "Forbidden", detail)(scope, receive, send)
             return

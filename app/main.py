@@ -17,7 +17,7 @@ from app.config import Settings
 from app.fastpath import FastPaths
 from app.limits import BodyLimit, HeadAsGet
 from app.metrics import LatenessHistogram, registry_for
-from app.routes import admin, consumers, producers, service
+from app.routes import admin, console, consumers, producers, service
 from app.schemas import REQUEST_MODELS
 from workers.clock import Clock
 from workers.runner import Engine
@@ -60,11 +60,14 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         redirect_slashes=False,
     )
     app.state.settings = settings
+    app.state.lateness = lateness
     errors.install(app)
     app.include_router(producers.router)
     app.include_router(consumers.router)
     app.include_router(admin.router)
     app.include_router(service.router)
+    app.include_router(console.router)
+    app.mount("/ui/static", console.static, name="console-static")
     app.add_middleware(FastPaths)  # innermost: after the size limit and the API keys
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(HeadAsGet)

@@ -42,6 +42,29 @@ class LatenessHistogram:
                 self.counts[i] += n
             self.total_ms += total
 
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return sum(self.counts)
+
+    def quantile_ms(self, q: float) -> float | None:
+        """The upper bound of the bucket holding the q-quantile (None: nothing observed;
+        past the last bucket: its bound, a floor)."""
+        with self._lock:
+            counts = list(self.counts)
+        total = sum(counts)
+        if not total:
+            return None
+        rank, seen = q * total, 0
+        for bound, n in zip(LATENESS_BUCKETS_MS, counts, strict=False):
+            seen += n
+            if seen >= rank:
+                return float(bound)
+        return float(LATENESS_BUCKETS_MS[-1])
+
+    def summary(self) -> dict[str, float | int | None]:
+        return {"count": self.count, "p50_ms": self.quantile_ms(0.5), "p99_ms": self.quantile_ms(0.99)}
+
     def family(self) -> HistogramMetricFamily:
         with self._lock:
             counts, total = list(self.counts), self.total_ms

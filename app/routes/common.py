@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+import base64
+
 import orjson
 from fastapi import Request
 from fastapi.responses import Response
@@ -11,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.errors import UnsupportedMediaType, invalid
 from app.schemas import Problem
+from storage.records import BodyEncoding, MessageRecord
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -51,3 +54,22 @@ async def parse(request: Request, model: type[M]) -> M:
 
 def json_response(payload: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
+
+
+def message_fields(rec: MessageRecord) -> dict[str, Any]:
+    """What every reply showing a message carries: id, body (utf8 or base64), properties,
+    tag and due time."""
+    if rec.body_encoding is BodyEncoding.BASE64:
+        body, encoding = base64.b64encode(rec.body).decode(), "base64"
+    else:
+        body, encoding = rec.body.decode(), "utf8"
+    out: dict[str, Any] = {
+        "msg_id": rec.msg_id,
+        "body": body,
+        "body_encoding": encoding,
+        "properties": rec.properties,
+        "deliver_at_ms": rec.deliver_at_ms,
+    }
+    if rec.tag is not None:
+        out["tag"] = rec.tag
+    return out
