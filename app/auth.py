@@ -15,7 +15,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.config import Role
 from app.errors import problem
 
-
 # Calls any valid key may make: the console asks who it is and reads the overview.
 ANY_ROLE_PATHS = frozenset({"/v1/me", "/v1/stats"})
 

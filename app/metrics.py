@@ -63,7 +63,11 @@ class LatenessHistogram:
         return float(LATENESS_BUCKETS_MS[-1])
 
     def summary(self) -> dict[str, float | int | None]:
-        return {"count": self.count, "p50_ms": self.quantile_ms(0.5), "p99_ms": self.quantile_ms(0.99)}
+        return {
+            "count": self.count,
+            "p50_ms": self.quantile_ms(0.5),
+            "p99_ms": self.quantile_ms(0.99),
+        }
 
     def family(self) -> HistogramMetricFamily:
         with self._lock:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
-
 import base64
+from typing import Any, TypeVar
 
 import orjson
 from fastapi import Request

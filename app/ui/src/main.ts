@@ -92,7 +92,7 @@ async function show(): Promise<void> {
   try {
     await route(location.hash || "#/", page, ctx);
   } catch (err) {
-    page.replaceChildren(notice(err instanceof Error ? err.message : String(err), "error"));
+    page.replaceChildren(h("h1", {}, "This page could not be loaded"), notice(err instanceof Error ? err.message : String(err), "error"));
   }
   const heading = view.querySelector("h1");
   if (heading instanceof HTMLElement) {
