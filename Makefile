@@ -22,8 +22,23 @@ $(VENV)/.test-stamp: pyproject.toml | $(VENV)/bin/python
 run: $(VENV)/.run-stamp  ## start the service on 127.0.0.1:8080, data under ./data
 	$(PY) -m app
 
-test: $(VENV)/.test-stamp  ## the whole suite: unit, engine, end to end over real HTTP
+test: $(VENV)/.test-stamp chromium  ## the whole suite: unit, engine, end to end over real HTTP
 	$(PY) -m pytest
+
+# The console tests drive Debian's Chromium; installed here when missing and we are root.
+.PHONY: chromium ui
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Chromium for the console tests (apt-get install chromium)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "the console tests need Chromium: run 'sudo apt-get install chromium', then make test"; \
+	    exit 1; \
+	  fi; }
+
+ui:  ## rebuild the console's JavaScript (app/ui/static/js) from its TypeScript sources
+	cd app/ui && npm ci --no-audit --no-fund && npx tsc -p .
 
 lint: $(VENV)/.test-stamp  ## ruff + strict mypy
 	$(VENV)/bin/ruff check .
