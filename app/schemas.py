@@ -40,6 +40,15 @@ class SendMessage(_Strict):
     delay_level: Annotated[int, Field(ge=1, le=len(DELAY_LEVELS_MS))] | None = None
 
 
+class RescheduleMessage(_Strict):
+    """The new delivery time: exactly one of deliver_at_ms, delay_ms (from now),
+    delay_level. A time already past delivers at once."""
+
+    deliver_at_ms: Millis | None = None
+    delay_ms: Millis | None = None
+    delay_level: Annotated[int, Field(ge=1, le=len(DELAY_LEVELS_MS))] | None = None
+
+
 class SendBatch(_Strict):
     """Up to 1000 messages; each succeeds or fails on its own."""
 
@@ -210,6 +219,7 @@ class Health(BaseModel):
 REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     SendMessage,
     SendBatch,
+    RescheduleMessage,
     ReceiveRequest,
     AckRequest,
     NackRequest,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from storage import keys
+from storage.errors import CorruptRecordError
 from storage.records import (
     INDEX,
     IndexEntry,
@@ -146,6 +147,41 @@ def cancel(txn: Txn, topic: str, msg_id: str) -> CancelOutcome:
     txn.cancels += 1
     txn.sync = True
     return CancelOutcome(topic, msg_id, txn.now_ms)
+
+
+def reschedule(txn: Txn, topic: str, msg_id: str, deliver_at_ms: int) -> SendOutcome:
+    """Move a scheduled message to ``deliver_at_ms`` in one batch: the old timer key goes,
+    the new one comes (or, if that time has come, the message is delivered now).
+
+    A scanner may hold the old key already: the reschedule counts as a cancel, so that
+    move re-reads the index and finds a due time that is not its key's any more.
+    """
+    index_key = keys.message_key(topic, msg_id)
+    raw = txn.get(CF.MESSAGES, index_key)
+    if raw is None:
+        raise MessageNotFound(f"no message {msg_id!r} in topic {topic!r}")
+    entry = decode_index(raw)
+    if entry.state is not MessageState.SCHEDULED:
+        done = "cancelled" if entry.state is MessageState.CANCELLED else "already delivered"
+        raise MessageConflict(f"message {msg_id!r} in topic {topic!r} was {done}")
+    old_key = message.timer_key_of(entry.due_ms, index_key)
+    value = txn.get(CF.TIMERS, old_key)
+    if value is None:
+        raise CorruptRecordError(f"message {msg_id!r} in topic {topic!r} has no timer key")
+    txn.delete(CF.TIMERS, old_key)
+    txn.cancels += 1
+    txn.sync = True
+    rec = message.decode_value(value)._replace(deliver_at_ms=deliver_at_ms)
+    state = MessageState.SCHEDULED
+    if deliver_at_ms <= txn.now_ms:  # due now: never a timer key (Writer.scan_horizon)
+        deliver(txn, rec)
+        txn.add_pending(-1)
+        state = MessageState.DELIVERED
+    else:
+        txn.put(CF.TIMERS, message.timer_key_of(deliver_at_ms, index_key), message.timer_value(rec))
+        txn.put(CF.MESSAGES, index_key, encode_index(entry._replace(due_ms=deliver_at_ms)))
+        txn.schedule_hint(deliver_at_ms)
+    return SendOutcome(False, topic, msg_id, state, deliver_at_ms, entry.created_at_ms)
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,6 +129,11 @@ class Engine:
             lambda txn: messages.cancel(txn, topic, msg_id), durable=True
         )
 
+    async def reschedule(self, topic: str, msg_id: str, deliver_at_ms: int) -> messages.SendOutcome:
+        return await self.writer.submit(
+            lambda txn: messages.reschedule(txn, topic, msg_id, deliver_at_ms), durable=True
+        )
+
     def status(self, topic: str, msg_id: str) -> messages.MessageStatus:
         return messages.status(self.store, topic, msg_id)
 

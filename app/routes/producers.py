@@ -21,6 +21,7 @@ from app.schemas import (
     BatchResult,
     CancelResult,
     MessageView,
+    RescheduleMessage,
     SendBatch,
     SendMessage,
     SendResult,
@@ -53,7 +54,7 @@ def _bad(loc: list[str | int], field: str, reason: str) -> InvalidInput:
 
 
 def deliver_time(
-    msg: SendMessage,
+    msg: SendMessage | RescheduleMessage,
     now_ms: int,
     settings: Settings,
     loc: list[str | int],
@@ -265,6 +266,24 @@ async def get_message(topic: TopicPath, msg_id: MsgIdPath, request: Request) -> 
     if rec is not None and rec.tag is not None:
         view["tag"] = rec.tag
     return json_response(view)
+
+
+@fast_route(
+    router,
+    "PATCH",
+    "/{msg_id}",
+    operation_id="reschedule_message",
+    summary="Move a scheduled message to another time (a past time: at once)",
+    openapi_extra=json_body(RescheduleMessage),
+    responses={200: {"model": SendResult}, **ERRORS},
+)
+async def reschedule_message(
+    engine: Engine, settings: Settings, request: Request, topic: str, msg_id: str
+) -> Response:
+    writable_topic(topic)
+    body = await parse(request, RescheduleMessage)
+    deliver_at = deliver_time(body, engine.clock.now_ms(), settings, ["body"], required=True)
+    return json_response(_sent(await engine.reschedule(topic, msg_id, deliver_at)))
 
 
 @router.delete(
