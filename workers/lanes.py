@@ -16,12 +16,8 @@ def append(txn: Txn, lane: bytes, value: bytes) -> int:
     Batch-aware: the counter is read from meta once per batch and lane, then counted in
     the Txn, which writes it back once at commit (a storm appends thousands per batch).
     """
-    seq = txn.lane_next.get(lane)
-    if seq is None:
-        raw = txn.get(CF.META, keys.next_seq_key(lane))
-        seq = keys.read_u64(raw) if raw else 0
+    seq = txn.claim_seq(lane)
     txn.put(CF.LOGS, lane + keys.u64(seq), value)
-    txn.set_lane_next(lane, seq + 1)
     return seq
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from storage.keys import PENDING_KEY, next_seq_key, u64
+from storage.keys import PENDING_KEY, next_seq_key, read_u64, u64
 from storage.store import CF, DeleteRange, RocksStore
 
 _MISSING = object()
@@ -33,6 +33,7 @@ class Txn:
         # The next seq of each lane appended to in this batch (workers/lanes.py): counted
         # here, written once at commit instead of once per append.
         self.lane_next: dict[bytes, int] = {}
+        self._lanes_saved: set[bytes] = set()  # lanes whose undo is recorded since the savepoint
         # One dict per column family: key -> final value (None = delete).
         self._staged: dict[str, dict[bytes, bytes | None]] = {cf: {} for cf in CF.ALL}
         self._ranges: list[DeleteRange] = []
@@ -70,11 +71,19 @@ class Txn:
         self._undo.append((staged, key, staged.get(key, _MISSING)))
         staged[key] = None
 
-    def set_lane_next(self, lane: bytes, seq: int) -> None:
-        """Record a lane's next seq (undone with the op, like a staged write)."""
+    def claim_seq(self, lane: bytes) -> int:
+        """The lane's next seq, counted as taken (workers/lanes.py): read from meta once
+        per batch, then counted here; undone with the op like a staged write."""
         lane_next = self.lane_next
-        self._undo.append((lane_next, lane, lane_next.get(lane, _MISSING)))
-        lane_next[lane] = seq
+        seq = lane_next.get(lane)
+        if lane not in self._lanes_saved:  # the first change since the savepoint: undoable
+            self._undo.append((lane_next, lane, _MISSING if seq is None else seq))
+            self._lanes_saved.add(lane)
+        if seq is None:
+            raw = self.get(CF.META, next_seq_key(lane))
+            seq = read_u64(raw) if raw else 0
+        lane_next[lane] = seq + 1
+        return seq
 
     def delete_range(self, cf: str, begin: bytes, end: bytes) -> None:
         self._ranges.append(DeleteRange(cf, begin, end))
@@ -90,6 +99,7 @@ class Txn:
     # --- savepoints ----------------------------------------------------------------------
 
     def savepoint(self) -> tuple[int, int, int]:
+        self._lanes_saved.clear()
         return (len(self._undo), len(self._ranges), self.pending_delta)
 
     def rollback(self, point: tuple[int, int, int]) -> None:
@@ -103,6 +113,7 @@ class Txn:
                 staged[key] = old
         del self._ranges[ranges_len:]
         self.pending_delta = pending
+        self._lanes_saved.clear()
 
     # --- commit --------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from storage.records import (
 )
 from storage.store import CF
 from workers import lanes
-from workers.timers.kind import Span, internal
+from workers.timers.kind import Span
 
 # Plain ints for the storm loop: an Enum member lookup there cost a tenth of the move.
 _SCHEDULED = int(MessageState.SCHEDULED)
@@ -40,19 +40,16 @@ def decode_value(value: bytes) -> MessageRecord:
     return decode_message(value)
 
 
-def fire_run(span: Span, start: int) -> int:
-    """Deliver the run of message timers from ``start``: each into its topic log, its index
-    entry marked delivered, unless it was cancelled or rescheduled after the scan.
+def fire_run(span: Span, start: int, stop: int) -> None:
+    """Deliver a run of message timers: each into its topic log, its index entry marked
+    delivered, unless it was cancelled or rescheduled after the scan.
 
     This is the storm path (millions due at once), so it works on the encoded bytes: the
     topic and msg_id are cut from the key, the record gets its delivered_at stamped in
     place, the index entry is packed afresh; nothing is decoded into objects.
     """
     entries = span.entries
-    stop = start
-    while stop < len(entries) and not internal(entries[stop][0]):
-        stop += 1
-    run = entries[start:stop]
+    run = entries if stop - start == len(entries) else entries[start:stop]
     txn = span.txn
     # The index key of a message timer is the key minus its 8-byte due prefix.
     index_raw = iter(txn.get_many(CF.MESSAGES, [k[8:] for k, _ in run])) if span.recheck else None
@@ -81,4 +78,3 @@ def fire_run(span: Span, start: int) -> int:
     txn.woken_topics.update(lane[:-1].decode() for lane in woken)
     txn.add_pending(-moved)
     span.moved += moved
-    return stop
