@@ -17,7 +17,7 @@ from app.config import Settings
 from app.fastpath import FastPaths
 from app.limits import BodyLimit, HeadAsGet
 from app.metrics import LatenessHistogram, registry_for
-from app.routes import admin, consumers, producers, service
+from app.routes import admin, consumers, producers, schedules, service
 from app.schemas import REQUEST_MODELS
 from workers.clock import Clock
 from workers.runner import Engine
@@ -62,6 +62,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
     app.state.settings = settings
     errors.install(app)
     app.include_router(producers.router)
+    app.include_router(schedules.router)
     app.include_router(consumers.router)
     app.include_router(admin.router)
     app.include_router(service.router)

@@ -49,6 +49,48 @@ class RescheduleMessage(_Strict):
     delay_level: Annotated[int, Field(ge=1, le=len(DELAY_LEVELS_MS))] | None = None
 
 
+CronText = Annotated[str, Field(min_length=1, max_length=256, examples=["30 2 * * MON-FRI"])]
+
+
+class PutSchedule(_Strict):
+    """A recurring schedule: exactly one of cron (five fields, in ``timezone``) and
+    every_ms; each fire is one message with this body, properties and tag."""
+
+    cron: (
+        Annotated[str, Field(min_length=1, max_length=256, examples=["30 2 * * MON-FRI"])] | None
+    ) = None
+    every_ms: Annotated[int, Field(ge=1_000, le=U63)] | None = None
+    timezone: Annotated[str, Field(min_length=1, max_length=64, examples=["Europe/Berlin"])] = "UTC"
+    body: str
+    body_encoding: Literal["utf8", "base64"] = "utf8"
+    properties: dict[str, Annotated[str, Field(max_length=4096)]] | None = None
+    tag: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    start_at_ms: Millis | None = None
+    end_at_ms: Millis | None = None
+
+
+class ScheduleView(BaseModel):
+    topic: str
+    schedule_id: str
+    cron: str | None
+    every_ms: int | None
+    timezone: str
+    body: str
+    body_encoding: Literal["utf8", "base64"]
+    properties: dict[str, str]
+    tag: str | None
+    start_at_ms: int | None
+    end_at_ms: int | None
+    created_at_ms: int
+    next_fire_at_ms: int | None
+    last_fire_at_ms: int | None = None
+
+
+class SchedulePage(BaseModel):
+    items: list[ScheduleView]
+    next_cursor: str | None = None
+
+
 class SendBatch(_Strict):
     """Up to 1000 messages; each succeeds or fails on its own."""
 
@@ -220,6 +262,7 @@ REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     SendMessage,
     SendBatch,
     RescheduleMessage,
+    PutSchedule,
     ReceiveRequest,
     AckRequest,
     NackRequest,

@@ -120,6 +120,17 @@ def group_key(topic: str, group: str) -> bytes:
     return b"group" + SEP + topic.encode() + SEP + group.encode()
 
 
+# --- recurring schedules (meta): schedule ‖ 0x00 ‖ topic ‖ 0x00 ‖ schedule_id ------------
+
+
+def schedule_prefix(topic: str) -> bytes:
+    return b"schedule" + SEP + topic.encode() + SEP
+
+
+def schedule_key(topic: str, schedule_id: str) -> bytes:
+    return schedule_prefix(topic) + schedule_id.encode()
+
+
 # --- dead letters: topic ‖ 0x00 ‖ group ‖ 0x00 ‖ u64be(dead_at_ms) ‖ u64be(seq) ------------
 
 

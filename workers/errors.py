@@ -11,3 +11,7 @@ class MessageNotFound(RocktimerError):
 
 class MessageConflict(RocktimerError):
     """The message's state forbids the request (cancel a delivered one, re-send a cancelled one)."""
+
+
+class ScheduleNotFound(MessageNotFound):
+    """No recurring schedule with this (topic, schedule_id) (a 404 like a message's)."""

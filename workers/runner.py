@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from storage import keys
 from storage.records import DeadLetter, MessageRecord
 from storage.store import CF, RocksStore
-from workers import consume, messages
+from workers import consume, messages, schedules
 from workers.clock import Clock, RealClock
 from workers.deliverer import Deliverer
 from workers.notify import LongPolls, Parked
 from workers.retry import GroupSettings, decode_settings
 from workers.scanner import PUT_QUEUE_CHUNKS, SCAN_CHUNK, Chunk, Scanner
 from workers.sweeper import Sweeper
+from workers.timers.schedule import Schedule
 from workers.txn import Txn
 from workers.writer import Writer
 
@@ -132,6 +133,18 @@ class Engine:
     async def reschedule(self, topic: str, msg_id: str, deliver_at_ms: int) -> messages.SendOutcome:
         return await self.writer.submit(
             lambda txn: messages.reschedule(txn, topic, msg_id, deliver_at_ms), durable=True
+        )
+
+    async def put_schedule(
+        self, topic: str, schedule_id: str, spec: Schedule
+    ) -> tuple[bool, Schedule]:
+        return await self.writer.submit(
+            lambda txn: schedules.put(txn, topic, schedule_id, spec), durable=True, grows=True
+        )
+
+    async def delete_schedule(self, topic: str, schedule_id: str) -> Schedule:
+        return await self.writer.submit(
+            lambda txn: schedules.delete(txn, topic, schedule_id), durable=True
         )
 
     def status(self, topic: str, msg_id: str) -> messages.MessageStatus:

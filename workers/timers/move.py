@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from storage import keys
 from storage.store import CF
-from workers.timers import invisible, message, retry
+from workers.timers import invisible, message, retry, schedule
 from workers.timers.kind import PERCENT, FireRun, Span, internal
 from workers.txn import Txn
 
@@ -20,6 +20,7 @@ RANGE_DELETE_MIN = 512
 KINDS: dict[bytes, FireRun] = {
     invisible.PREFIX.encode(): invisible.fire_run,
     retry.PREFIX.encode(): retry.fire_run,
+    schedule.PREFIX.encode(): schedule.fire_run,
 }
 
 
