@@ -210,7 +210,7 @@ class InvisibilityResult(BaseModel):
 
 
 class GroupMessageState(BaseModel):
-    state: Literal["pending", "inflight", "retrying", "acked", "dead"]
+    state: Literal["pending", "inflight", "retrying", "acked", "dead", "filtered"]
     attempts: int
     next_visible_ms: int | None = None
     last_failure_ms: int | None = None

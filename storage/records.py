@@ -194,6 +194,15 @@ def record_msg_id(record: bytes) -> str:
     return record[_MESSAGE.size : _MESSAGE.size + record[25]].decode()
 
 
+def record_tag(record: bytes) -> str | None:
+    """The tag of an encoded record, without decoding the rest (a filtered receive reads
+    the tag of every message it passes)."""
+    if not record[24] & 0x80:
+        return None
+    start = _MESSAGE.size + record[25] + record[26]
+    return record[start : start + int.from_bytes(record[27:29], "big")].decode()
+
+
 def record_delivered_at(record: bytes) -> int:
     return int.from_bytes(record[DELIVERED_AT_SLICE], "big")
 

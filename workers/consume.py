@@ -14,6 +14,7 @@ retry lane) → INFLIGHT again …; after ``max_attempts`` failed attempts → D
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -30,9 +31,10 @@ from storage.records import (
     decode_message,
     encode_dead,
     encode_inflight,
+    record_tag,
 )
 from storage.store import CF, RocksStore
-from workers import lanes
+from workers import lanes, tagfilter
 from workers.errors import MessageConflict, MessageNotFound
 from workers.receipts import decode_receipt, encode_receipt
 from workers.retry import GroupSettings, decode_settings, encode_settings, retry_delay_ms
@@ -49,9 +51,24 @@ class Received(NamedTuple):
     receipt: str
 
 
-def receive(txn: Txn, topic: str, group: str, limit: int, invisible_ms: int) -> list[Received]:
-    """Hold up to ``limit`` visible messages for ``invisible_ms``: redeliveries first."""
-    out: list[Received] = []
+class ReceiveBatch(list[Received]):
+    """What one receive holds; ``more``: its group's filter passed its scan budget of
+    non-matching messages, so another receive may find more right away."""
+
+    __slots__ = ("more",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.more = False
+
+
+FILTER_SCAN_BUDGET = 16_384  # messages one receive may pass over (filtered) per batch
+
+
+def receive(txn: Txn, topic: str, group: str, limit: int, invisible_ms: int) -> ReceiveBatch:
+    """Hold up to ``limit`` visible messages for ``invisible_ms``: redeliveries first.
+    With a tag filter, messages it does not match are passed over (state ``filtered``)."""
+    out = ReceiveBatch()
     topic_lane = keys.topic_lane(topic)
     for _, value in lanes.read(txn, keys.retry_lane(topic, group), group, limit):
         seq = keys.read_u64(value)
@@ -62,7 +79,19 @@ def receive(txn: Txn, topic: str, group: str, limit: int, invisible_ms: int) -> 
         state = decode_inflight(raw)
         if state.state is GroupState.READY:
             out.append(_hold(txn, topic, group, seq, decode_message(record), state, invisible_ms))
-    for key, value in lanes.read(txn, topic_lane, group, limit - len(out)):
+    wanted = tagfilter.tags(group_filter(txn, topic, group))
+    if wanted is None:
+        entries = lanes.read(txn, topic_lane, group, limit - len(out))
+    else:
+        entries, out.more = lanes.read_matching(
+            txn,
+            topic_lane,
+            group,
+            limit - len(out),
+            lambda value: record_tag(value) in wanted,
+            FILTER_SCAN_BUDGET,
+        )
+    for key, value in entries:
         seq = keys.log_seq(key)
         out.append(_hold(txn, topic, group, seq, decode_message(value), None, invisible_ms))
     return out
@@ -280,6 +309,17 @@ def group_settings(txn: Txn, topic: str, group: str) -> GroupSettings:
     return decode_settings(txn.get(CF.META, keys.group_key(topic, group)))
 
 
+def group_filter(txn: Txn, topic: str, group: str) -> str:
+    """The group's tag filter, parsed once per distinct settings record (a receive reads
+    it every time; validating the whole settings model each time cost more than the read)."""
+    return _filter_of(txn.get(CF.META, keys.group_key(topic, group)))
+
+
+@functools.lru_cache(maxsize=tagfilter.PARSED_CACHE)
+def _filter_of(raw: bytes | None) -> str:
+    return decode_settings(raw).filter
+
+
 def put_group_settings(txn: Txn, topic: str, group: str, settings: GroupSettings) -> None:
     txn.put(CF.META, keys.group_key(topic, group), encode_settings(settings))
     txn.sync = True
@@ -317,7 +357,9 @@ def group_view(store: RocksStore, topic: str, group: str, msg_id: str) -> GroupV
     raw = store.get(CF.INFLIGHT, keys.inflight_key(topic, group, seq))
     if raw is None:
         if cursor is not None and keys.read_u64(cursor) > seq:
-            raise MessageNotFound(f"group {group!r} no longer holds a record of {msg_id!r}")
+            # Passed by the group's cursor without ever being held: its filter did not
+            # match then (a later filter change never brings it back).
+            return GroupView("filtered", 0, None, None)
         return GroupView("pending", 0, None, None)
     held = decode_inflight(raw)
     visible = held.deadline_ms if held.state in _TIMED else None

@@ -26,6 +26,10 @@ from workers.writer import Writer
 
 log = logging.getLogger("rocktimer.engine")
 
+# Batches one receive may spend passing over messages its group's tag filter does not
+# match, each at most consume.FILTER_SCAN_BUDGET messages: the writer is free between.
+FILTER_ROUNDS = 64
+
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
@@ -167,27 +171,35 @@ class Engine:
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
+        rounds = 0
         while True:
             parked = Parked(topic, look, loop.create_future())
 
             def look_or_park(txn: Txn, parked: Parked = parked) -> list[consume.Received]:
-                got = look(txn)
-                if not got and wait_ms > 0:
+                got = consume.receive(txn, topic, group, limit, invisible_ms)
+                if not got and wait_ms > 0 and not got.more:
                     self.long_polls.park(parked)
                 return got
 
+            more = False
             try:
                 got = await self.writer.submit(look_or_park, durable=False, inline=True)
                 if got:
                     return got
+                more = isinstance(got, consume.ReceiveBatch) and got.more
                 left = deadline - loop.time()
-                if left > 0:
+                if left > 0 and not more:
                     with contextlib.suppress(TimeoutError):
                         got = await asyncio.wait_for(asyncio.shield(parked.future), left)
             finally:
                 if not self.long_polls.cancel(parked):  # claimed: its messages are coming
                     got = await parked.future
-            if got or loop.time() >= deadline:
+            if got:
+                return got
+            rounds += 1
+            if more and rounds < FILTER_ROUNDS:
+                continue  # the filter's scan budget ran out: scan on, in a batch of its own
+            if loop.time() >= deadline:
                 return got
 
     async def ack(self, topic: str, group: str, receipts: list[str]) -> list[str]:

@@ -35,7 +35,7 @@ def test_nacks_to_dlq_then_redrive_then_ack(client: httpx.Client, topic: str) ->
     settings = {"max_attempts": 3, "retry": {"policy": "fixed", "interval_ms": 200}}
     put = client.put(group_url(topic, "g"), json=settings)
     assert put.status_code == 200
-    assert client.get(group_url(topic, "g")).json() == settings
+    assert client.get(group_url(topic, "g")).json() == {**settings, "filter": "*"}
     client.post(f"/v1/topics/{topic}/messages", json={"msg_id": "m", "body": "hi"})
     for attempt in (1, 2, 3):
         got = receive(client, topic, "g")
@@ -98,6 +98,8 @@ def test_invisibility_change_over_http(client: httpx.Client, topic: str) -> None
         ({"retry": {"policy": "exponential", "initial_ms": -1}}, "initial_ms"),
         ({"retry": {"policy": "sometimes"}}, "retry"),
         ({"retry": {"policy": "fixed", "bogus": 1}}, "bogus"),
+        ({"filter": "TagA ||"}, "filter"),
+        ({"filter": "TagA | TagB"}, "filter"),
     ],
 )
 def test_bad_group_settings_are_422(
@@ -138,3 +140,18 @@ def test_sigkill_mid_retry_cycle_keeps_attempts_and_due_times(
         received_at = time.time() * 1000
         assert [m["attempt"] for m in got] == [3]
         assert received_at >= before["next_visible_ms"]
+
+
+def test_a_tag_filter_over_http(client: httpx.Client, topic: str) -> None:
+    r = client.put(group_url(topic, "tags"), json={"filter": "TagA || TagB"})
+    assert r.status_code == 200
+    assert client.get(group_url(topic, "tags")).json()["filter"] == "TagA || TagB"
+    for msg_id, tag in [("a", "TagA"), ("c", "TagC"), ("b", "TagB")]:
+        sent = client.post(
+            f"/v1/topics/{topic}/messages", json={"msg_id": msg_id, "body": "x", "tag": tag}
+        )
+        assert sent.status_code == 201
+    got = receive(client, topic, "tags")
+    assert [m["msg_id"] for m in got] == ["a", "b"]
+    view = client.get(f"{group_url(topic, 'tags')}/messages/c").json()
+    assert view["state"] == "filtered"
