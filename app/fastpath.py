@@ -11,7 +11,6 @@ documented operations in /openapi.json.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Awaitable, Callable
 
@@ -20,13 +19,11 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.config import Settings
-from app.errors import InvalidInput, problem, render
+from app.errors import render
 from app.routes import consumers, producers
 from app.schemas import NAME_PATTERN
-from storage.errors import RocktimerError
+from storage.errors import InvalidInput
 from workers.runner import Engine
-
-log = logging.getLogger("rocktimer.app")
 
 _PREFIX = "/v1/topics/"
 _NAME = re.compile(NAME_PATTERN)
@@ -91,9 +88,6 @@ class FastPaths:
         state = scope["app"].state
         try:
             response = await call(state.engine, state.settings, Request(scope, receive))
-        except RocktimerError as exc:
+        except Exception as exc:  # the same rendering as FastAPI's handler: never a bare 500
             response = render(exc)
-        except Exception:  # as FastAPI's last-resort handler: a problem, never a bare 500
-            log.exception("unhandled error")
-            response = problem(500, "Internal Server Error", "an unexpected error occurred")
         await response(scope, receive, send)

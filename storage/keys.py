@@ -18,7 +18,8 @@ _U64_MAX = 2**64 - 1
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 INVISIBLE_PREFIX = "%INVISIBLE%"
-RESERVED_PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, INVISIBLE_PREFIX)
+RESERVED_PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, INVISIBLE_PREFIX)  # no client sends to these
+INTERNAL_PREFIXES = (RETRY_PREFIX, INVISIBLE_PREFIX)  # no client reads these either
 
 
 def u64(value: int) -> bytes:
@@ -162,6 +163,29 @@ def cursor_key(lane: bytes, group: str) -> bytes:
     return b"cursor" + SEP + lane + group.encode()
 
 
+def swept_key(lane: bytes) -> bytes:
+    """How far retention has reclaimed a lane (the first seq not yet past it)."""
+    return b"swept" + SEP + lane
+
+
+def held_prefix(lane: bytes) -> bytes:
+    return b"held" + SEP + lane
+
+
+def held_key(lane: bytes, seq: int) -> bytes:
+    """A log entry past retention that a group still holds (in flight, or a dead letter):
+    retention reclaims it once nobody does."""
+    return held_prefix(lane) + _U64.pack(seq)
+
+
+TOMBSTONES = b"tombstone" + SEP
+
+
+def tombstone_key(cancelled_ms: int, index_key: bytes) -> bytes:
+    """A cancel's tombstone, in cancel-time order: retention reclaims it (workers/retention.py)."""
+    return TOMBSTONES + _U64.pack(cancelled_ms) + index_key
+
+
 def group_key(topic: str, group: str) -> bytes:
     return b"group" + SEP + topic.encode() + SEP + group.encode()
 
@@ -183,4 +207,5 @@ def dlq_lane(group: str) -> bytes:
 
 
 WATERMARK_KEY = b"timer-watermark"
+RECEIPT_SECRET_KEY = b"receipt-secret"  # the MAC key of receipts (workers/receipts.py)
 PENDING_KEY = b"pending-timers"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from storage import keys
-from storage.errors import CorruptRecordError
+from storage.errors import CorruptRecordError, MessageConflict, MessageNotFound
 from storage.records import (
     CREATED_AT_OFFSET,
     INDEX,
@@ -26,7 +26,6 @@ from storage.records import (
 )
 from storage.store import CF, RocksStore
 from workers import consume, lanes
-from workers.errors import MessageConflict, MessageNotFound
 from workers.txn import Txn
 
 log = logging.getLogger("rocktimer.deliverer")
@@ -158,6 +157,7 @@ def cancel(txn: Txn, topic: str, msg_id: str) -> CancelOutcome:
     txn.delete(CF.TIMERS, keys.message_timer_key(entry.due_ms, topic, msg_id))
     done = entry._replace(state=MessageState.CANCELLED, done_at_ms=txn.now_ms)
     txn.put(CF.MESSAGES, index_key, encode_index(done))
+    txn.put(CF.META, keys.tombstone_key(txn.now_ms, index_key), b"")  # reclaimed after retention
     txn.add_pending(-1)
     txn.cancels += 1
     txn.sync = True

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of
+from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic
 from app.routes.common import ERRORS, json_body, json_response, parse
 from app.schemas import (
     AckRequest,
@@ -75,6 +75,7 @@ async def receive_messages(topic: TopicPath, group: GroupPath, request: Request)
 
 async def take(engine: Engine, topic: str, group: str, request: Request) -> Response:
     """All of a receive after routing (shared with app/fastpath.py)."""
+    readable_topic(topic)
     req = await parse(request, ReceiveRequest)
     got = await engine.receive(topic, group, req.max_messages, req.wait_ms, req.invisible_ms)
     return json_response({"messages": [_received(topic, g) for g in got]})
@@ -93,6 +94,7 @@ async def ack_messages(topic: TopicPath, group: GroupPath, request: Request) -> 
 
 async def settle(engine: Engine, topic: str, group: str, request: Request) -> Response:
     """All of an ack after routing (shared with app/fastpath.py)."""
+    readable_topic(topic)
     req = await parse(request, AckRequest)
     return _per_receipt(req.receipts, await engine.ack(topic, group, list(req.receipts)))
 
@@ -110,6 +112,7 @@ async def nack_messages(topic: TopicPath, group: GroupPath, request: Request) ->
 
 async def fail(engine: Engine, topic: str, group: str, request: Request) -> Response:
     """All of a nack after routing (shared with app/fastpath.py)."""
+    readable_topic(topic)
     req = await parse(request, NackRequest)
     statuses = await engine.nack(topic, group, list(req.receipts), req.delay_ms)
     return _per_receipt(req.receipts, statuses)
@@ -124,6 +127,7 @@ async def fail(engine: Engine, topic: str, group: str, request: Request) -> Resp
 )
 async def change_invisibility(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)
+    readable_topic(topic)
     req = await parse(request, InvisibilityRequest)
     receipt = await engine.change_invisibility(topic, group, req.receipt, req.invisible_ms)
     return json_response({"receipt": receipt})
