@@ -185,6 +185,11 @@ def render(exc: Exception) -> Response:
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every exception into a problem document."""
 
+    @app.exception_handler(RocktimerError)
+    async def _ours(_: Request, exc: RocktimerError) -> Response:
+        return render(exc)
+
+    # Starlette runs an Exception handler as its last resort, outside the other handlers.
     @app.exception_handler(Exception)
     async def _any(_: Request, exc: Exception) -> Response:
         return render(exc)

@@ -3,6 +3,8 @@ their own retention; nothing grows without bound (workers/retention.py, issue 10
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from storage import keys
@@ -64,7 +66,7 @@ def receive(
 
 
 def test_one_abandoned_message_does_not_block_retention(
-    make_engine: EngineFactory, clock: FakeClock
+    make_engine: EngineFactory, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Issue 10.2: a group takes one message for 1 s and never comes back; another group
     acks the next 1,000. After retention all 1,001 go, and so do the groups' records."""
@@ -77,11 +79,13 @@ def test_one_abandoned_message_does_not_block_retention(
     assert run(engine.ack("t", "busy", busy)) == ["acked"] * 1_001
     clock.advance(RETENTION)
     wait_until(lambda: engine.group_view("t", "lazy", "abandoned").state == "pending")
+    caplog.set_level(logging.WARNING, logger="rocktimer.sweeper")
     assert engine.sweeper.retain() == 1_001
     assert topic_log(engine.store, "t") == []
     assert every(engine.store, CF.INFLIGHT) == []
     assert every(engine.store, CF.MESSAGES) == []
     assert engine.sweeper.lost == 1_001  # all of them, for "lazy"; none for "busy"
+    assert [r.getMessage().split(" lost")[0] for r in caplog.records] == ["group 'lazy'"]
     assert receive(engine, "lazy") == []  # gone for it, and it reads on from there
 
 
