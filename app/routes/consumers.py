@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app.config import Settings
-from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of
+from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic
 from app.fastpath import fast_route
 from app.routes.common import ERRORS, json_body, json_response, parse
 from app.schemas import (
@@ -76,6 +76,7 @@ def _per_receipt(receipts: list[str], statuses: list[str]) -> Response:
 async def receive_messages(
     engine: Engine, settings: Settings, request: Request, topic: str, group: str
 ) -> Response:
+    readable_topic(topic)
     req = await parse(request, ReceiveRequest)
     got = await engine.receive(topic, group, req.max_messages, req.wait_ms, req.invisible_ms)
     return json_response({"messages": [_received(topic, g) for g in got]})
@@ -93,6 +94,7 @@ async def receive_messages(
 async def ack_messages(
     engine: Engine, settings: Settings, request: Request, topic: str, group: str
 ) -> Response:
+    readable_topic(topic)
     req = await parse(request, AckRequest)
     return _per_receipt(req.receipts, await engine.ack(topic, group, list(req.receipts)))
 
@@ -109,6 +111,7 @@ async def ack_messages(
 async def nack_messages(
     engine: Engine, settings: Settings, request: Request, topic: str, group: str
 ) -> Response:
+    readable_topic(topic)
     req = await parse(request, NackRequest)
     statuses = await engine.nack(topic, group, list(req.receipts), req.delay_ms)
     return _per_receipt(req.receipts, statuses)
@@ -123,6 +126,7 @@ async def nack_messages(
 )
 async def change_invisibility(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)
+    readable_topic(topic)
     req = await parse(request, InvisibilityRequest)
     receipt = await engine.change_invisibility(topic, group, req.receipt, req.invisible_ms)
     return json_response({"receipt": receipt})
