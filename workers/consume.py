@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from storage import keys
+from storage.events import EventKind
 from storage.records import (
     DeadLetter,
     GroupState,
@@ -33,7 +34,7 @@ from storage.records import (
     timer_value,
 )
 from storage.store import CF, RocksStore
-from workers import lanes
+from workers import events, lanes
 from workers.errors import MessageConflict, MessageNotFound
 from workers.receipts import decode_receipt, encode_receipt
 from workers.retry import GroupSettings, decode_settings, encode_settings, retry_delay_ms
@@ -58,10 +59,10 @@ def receive(txn: Txn, topic: str, group: str, limit: int, invisible_ms: int) -> 
             continue  # swept past retention
         state = decode_inflight(raw)
         if state.state is GroupState.READY:
-            out.append(_hold(txn, topic, group, seq, decode_message(record), state, invisible_ms))
+            out.append(_hold(txn, topic, group, seq, record, state, invisible_ms))
     for key, value in lanes.read(txn, topic_lane, group, limit - len(out)):
         seq = keys.log_seq(key)
-        out.append(_hold(txn, topic, group, seq, decode_message(value), None, invisible_ms))
+        out.append(_hold(txn, topic, group, seq, value, None, invisible_ms))
     return out
 
 
@@ -77,7 +78,7 @@ def _hold(
     topic: str,
     group: str,
     seq: int,
-    record: MessageRecord,
+    record: bytes,
     prev: Inflight | None,
     invisible_ms: int,
 ) -> Received:
@@ -92,7 +93,8 @@ def _hold(
     )
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(held))
     _put_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
-    return Received(record, attempt, encode_receipt(topic, group, seq, generation))
+    events.emit(txn, EventKind.RECEIVED, record, topic=topic, group=group, attempt=attempt)
+    return Received(decode_message(record), attempt, encode_receipt(topic, group, seq, generation))
 
 
 _TIMER_KEYS = {TimerKind.INVISIBLE: keys.invisible_timer_key, TimerKind.RETRY: keys.retry_timer_key}
@@ -127,6 +129,7 @@ def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
         _drop_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
         acked = held._replace(state=GroupState.ACKED)
         txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(acked))
+        _emit(txn, EventKind.ACKED, topic, group, seq, held.attempts)
         out.append(ACKED)
     txn.sync = True
     return out
@@ -146,6 +149,7 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
         seq, held = found
         _drop_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
         delay = delay_ms if delay_ms is not None else retry_delay_ms(settings.retry, held.attempts)
+        _emit(txn, EventKind.NACKED, topic, group, seq, held.attempts)
         _fail(txn, topic, group, seq, held, delay, settings)
         out.append("nacked")
     txn.sync = True
@@ -234,9 +238,17 @@ def _bury(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
         return  # swept past retention: nothing left to keep
     record = decode_message(raw)
     lanes.append(txn, keys.dlq_lane(group), raw)
+    events.emit(txn, EventKind.DEAD, raw, topic=topic, group=group, attempt=held.attempts)
     letter = DeadLetter(record.msg_id, held.attempts, now, now)
     txn.put(CF.DEAD, keys.dead_key(topic, group, now, seq), encode_dead(letter))
     txn.woken_topics.add(keys.DLQ_PREFIX + group)
+
+
+def _emit(txn: Txn, kind: EventKind, topic: str, group: str, seq: int, attempt: int) -> None:
+    """A group event about the message at ``seq`` of ``topic``'s log."""
+    record = txn.get(CF.LOGS, keys.log_key(keys.topic_lane(topic), seq))
+    if record is not None:  # None: swept past retention, which a held message never is
+        events.emit(txn, kind, record, topic=topic, group=group, attempt=attempt)
 
 
 def fire(txn: Txn, timer_key: bytes, kind: int) -> None:
@@ -251,6 +263,7 @@ def fire(txn: Txn, timer_key: bytes, kind: int) -> None:
         return  # acked, nacked or re-held since: a stale timer
     if kind == TimerKind.INVISIBLE and held.state is GroupState.INFLIGHT:
         # The invisibility ran out: a failed attempt, visible again at once.
+        _emit(txn, EventKind.EXPIRED, timer.topic, timer.group, timer.seq, held.attempts)
         settings = group_settings(txn, timer.topic, timer.group)
         _fail(txn, timer.topic, timer.group, timer.seq, held, 0, settings)
     elif kind == TimerKind.RETRY and held.state is GroupState.RETRYING:
@@ -265,6 +278,7 @@ def redrive(txn: Txn, topic: str, group: str, msg_id: str) -> None:
     if seq is None or held is None or held.state is not GroupState.DEAD:
         raise MessageNotFound(f"{msg_id!r} from topic {topic!r} is not a dead letter of {group!r}")
     txn.delete(CF.DEAD, keys.dead_key(topic, group, held.deadline_ms, seq))
+    _emit(txn, EventKind.REDRIVEN, topic, group, seq, held.attempts)
     fresh = held._replace(attempts=0, generation=held.generation + 1)
     _make_ready(txn, topic, group, seq, fresh)
     txn.sync = True

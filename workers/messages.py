@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import NamedTuple
 
 from storage import keys
 from storage.errors import CorruptRecordError
+from storage.events import EventKind
 from storage.records import (
     CREATED_AT_OFFSET,
     INDEX,
@@ -25,7 +27,7 @@ from storage.records import (
     stamp_delivered,
 )
 from storage.store import CF, RocksStore
-from workers import consume, lanes
+from workers import consume, events, lanes
 from workers.errors import MessageConflict, MessageNotFound
 from workers.txn import Txn
 
@@ -107,11 +109,14 @@ def _send(txn: Txn, rec: MessageRecord, index_key: bytes, raw: bytes | None) -> 
     if rec.deliver_at_ms <= txn.now_ms:
         # Already due: straight into the topic log, never a timer key. This is also what
         # makes the deliverer's range delete safe (see Writer.scan_horizon).
+        events.emit(txn, EventKind.SCHEDULED, encode_message(rec))
         deliver(txn, rec)
         state = MessageState.DELIVERED
     else:
         timer = keys.timer_key_of(rec.deliver_at_ms, index_key)
-        txn.put(CF.TIMERS, timer, encode_message(rec, _MESSAGE_TIMER_PREFIX))
+        value = encode_message(rec, _MESSAGE_TIMER_PREFIX)
+        txn.put(CF.TIMERS, timer, value)
+        events.emit(txn, EventKind.SCHEDULED, value, at=1)
         txn.put(
             CF.MESSAGES,
             index_key,
@@ -129,7 +134,9 @@ def _send(txn: Txn, rec: MessageRecord, index_key: bytes, raw: bytes | None) -> 
 def deliver(txn: Txn, rec: MessageRecord) -> int:
     """Append a due message to its topic log and mark it delivered; returns its seq."""
     now = txn.now_ms
-    seq = lanes.append(txn, keys.topic_lane(rec.topic), encode_message(rec.delivered(now)))
+    value = encode_message(rec.delivered(now))
+    seq = lanes.append(txn, keys.topic_lane(rec.topic), value)
+    events.emit(txn, EventKind.DELIVERED, value)
     entry = IndexEntry(MessageState.DELIVERED, rec.deliver_at_ms, rec.created_at_ms, now, seq)
     txn.put(CF.MESSAGES, keys.message_key(rec.topic, rec.msg_id), encode_index(entry))
     txn.lateness_ms.append(max(0, now - rec.deliver_at_ms))
@@ -155,13 +162,26 @@ def cancel(txn: Txn, topic: str, msg_id: str) -> CancelOutcome:
         return CancelOutcome(topic, msg_id, entry.done_at_ms)
     if entry.state is MessageState.DELIVERED:
         raise MessageConflict(f"message {msg_id!r} in topic {topic!r} was already delivered")
-    txn.delete(CF.TIMERS, keys.message_timer_key(entry.due_ms, topic, msg_id))
+    timer_key = keys.message_timer_key(entry.due_ms, topic, msg_id)
+    _emit_cancelled(txn, txn.get(CF.TIMERS, timer_key), topic, msg_id, entry)
+    txn.delete(CF.TIMERS, timer_key)
     done = entry._replace(state=MessageState.CANCELLED, done_at_ms=txn.now_ms)
     txn.put(CF.MESSAGES, index_key, encode_index(done))
     txn.add_pending(-1)
     txn.cancels += 1
     txn.sync = True
     return CancelOutcome(topic, msg_id, txn.now_ms)
+
+
+def _emit_cancelled(
+    txn: Txn, timer: bytes | None, topic: str, msg_id: str, entry: IndexEntry
+) -> None:
+    if timer is not None:
+        events.emit(txn, EventKind.CANCELLED, timer, at=1)
+    else:  # no timer behind a scheduled entry: not written by this code; still an event
+        events.emit_plain(
+            txn, EventKind.CANCELLED, topic, msg_id, entry.due_ms, entry.created_at_ms
+        )
 
 
 def move_due(
@@ -193,6 +213,7 @@ def move_due(
     next_seq: dict[bytes, int] = {}
     lateness = txn.lateness_ms
     moved = 0
+    cancelled: set[bytes] = set()
     for key, value in entries:
         if value[0] != _MESSAGE_TIMER:
             try:
@@ -203,6 +224,7 @@ def move_due(
         if index_raw is not None:
             raw = next(index_raw)
             if raw is None or raw[0] != _SCHEDULED:
+                cancelled.add(key)
                 continue  # cancelled after the scan: the tombstone wins
         lane = key[8 : key.index(0, 8) + 1]  # topic ‖ 0x00
         seq = next_seq.get(lane)
@@ -216,6 +238,9 @@ def move_due(
         next_seq[lane] = seq + 1
         lateness.append(now - due if now > due else 0)
         moved += 1
+    if moved:  # one event per moved message, built in C (see storage/events.py)
+        span = entries if moved == len(entries) else _moved(entries, cancelled)
+        events.emit_many(txn, EventKind.DELIVERED, list(map(_VALUE, span)), at=1)
     for lane, seq in next_seq.items():
         txn.put(CF.META, keys.next_seq_key(lane), keys.u64(seq))
         txn.woken_topics.add(lane[:-1].decode())
@@ -228,6 +253,16 @@ def move_due(
             txn.delete(CF.TIMERS, key)
     txn.put(CF.META, keys.WATERMARK_KEY, end)
     return moved
+
+
+_VALUE = itemgetter(1)
+
+
+def _moved(
+    entries: Sequence[tuple[bytes, bytes]], cancelled: set[bytes]
+) -> list[tuple[bytes, bytes]]:
+    """The message timers of a span that were moved (not group timers, not cancelled)."""
+    return [e for e in entries if e[1][0] == _MESSAGE_TIMER and e[0] not in cancelled]
 
 
 @dataclass(frozen=True, slots=True)
