@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     sweep_interval_ms: int = Field(60_000, ge=10)
     min_free_bytes: int = Field(64 * MiB, ge=0)
     retention_ms: int = Field(72 * 3_600_000, ge=1_000)
+    events: bool = True
+    events_seal_ms: int = Field(10_000, ge=10)
+    events_retention_ms: int = Field(7 * 86_400_000, ge=1_000)
     api_keys: dict[str, Role] = Field(default_factory=dict)
 
     @cached_property
@@ -50,4 +53,7 @@ class Settings(BaseSettings):
             sweep_interval_ms=self.sweep_interval_ms,
             min_free_bytes=self.min_free_bytes,
             retention_ms=self.retention_ms,
+            events=self.events,
+            events_seal_ms=self.events_seal_ms,
+            events_retention_ms=self.events_retention_ms,
         )
