@@ -62,6 +62,7 @@ class Exporter(WorkerThread):
         self.root = os.path.join(store.path, EVENTS_DIR)
         self.sealed = 0  # segments written
         self.exported = 0  # events sealed
+        self.rounds = 0  # exports run by the thread
         self._from = b""  # every event before this key is sealed and deleted
 
     def run(self) -> None:
@@ -79,6 +80,7 @@ class Exporter(WorkerThread):
                 self.expire()
             except (StorageError, WriterStopped, OSError) as exc:
                 log.warning("event export failed (retried in %d ms): %s", self.seal_ms, exc)
+            self.rounds += 1
 
     def export(self) -> int:
         """Seal every event in the store; returns how many were sealed."""
