@@ -92,7 +92,7 @@ def test_a_crash_before_the_rename_leaves_only_a_hidden_file(
     def crash(src: str, dst: str) -> None:
         raise OSError("killed before the rename")
 
-    monkeypatch.setattr(segments.os, "replace", crash)
+    monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError, match="rename"):
         exporter(engine, clock).export()
     day = segments.day_of(clock.now_ms())
