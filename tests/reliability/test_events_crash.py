@@ -71,12 +71,13 @@ def load(srv: Server, ledger: Ledger, cycle: int, worker: int, stop: threading.E
             try:
                 if n % 3 == 0:  # single sends too: another path through the writer
                     r = c.post(f"/v1/topics/{TOPIC}/messages", json=items[0])
-                    results = [{"msg_id": ids[0], "status": r.status_code}]
+                    created = [ids[0]] if r.status_code == 201 else []
                 else:
                     r = c.post(f"/v1/topics/{TOPIC}/messages/batch", json={"messages": items})
                     results = r.json()["results"]
+                    created = [x["msg_id"] for x in results if x["status"] == 201]
                 with ledger.lock:
-                    ledger.created.update(x["msg_id"] for x in results if x["status"] == 201)
+                    ledger.created.update(created)
                 victim = ids[0]
                 if due > now_ms() + 1_000:
                     with ledger.lock:
