@@ -63,13 +63,14 @@ def load(srv: Server, ledger: Ledger, cycle: int, worker: int, stop: threading.E
             # Due now (delivered in the same batch), soon (by the scanner, maybe after the
             # restart), or later (left to cancel).
             due = now_ms() + rng.choice((0, 300, 1_500, 2_500))
-            ids = [f"c{cycle}-w{worker}-{n}-{i}" for i in range(BATCH)]
+            single = n % 3 == 0  # single sends too: another path through the writer
+            ids = [f"c{cycle}-w{worker}-{n}-{i}" for i in range(1 if single else BATCH)]
             with ledger.lock:
                 ledger.sent.update(ids)
                 ledger.last_due = max(ledger.last_due, due)
             items = [{"msg_id": m, "body": m, "deliver_at_ms": due} for m in ids]
             try:
-                if n % 3 == 0:  # single sends too: another path through the writer
+                if single:
                     r = c.post(f"/v1/topics/{TOPIC}/messages", json=items[0])
                     created = [ids[0]] if r.status_code == 201 else []
                 else:
