@@ -64,6 +64,7 @@ class Exporter(WorkerThread):
         self.exported = 0  # events sealed
         self.rounds = 0  # exports run by the thread
         self._from = b""  # every event before this key is sealed and deleted
+        self._newest: dict[str, int] = {}  # segment path -> its newest event_time_ms
 
     def run(self) -> None:
         next_seal = self.clock.now_ms()  # at once: what a crash left behind goes first
@@ -113,7 +114,7 @@ class Exporter(WorkerThread):
         """Delete segments past the retention; returns how many."""
         from workers import segments
 
-        return segments.expire(self.root, self.clock.now_ms() - self.retention_ms)
+        return segments.expire(self.root, self.clock.now_ms() - self.retention_ms, self._newest)
 
     def _pick(self) -> Picked | None:
         """The next segment's events: the range an earlier export sealed (then crashed),

@@ -109,7 +109,8 @@ class Engine:
 
     @property
     def healthy(self) -> bool:
-        return self.started and self.writer.alive and self.scanner.alive and self.deliverer.alive
+        workers = self.writer.alive and self.scanner.alive and self.deliverer.alive
+        return self.started and workers and (self.exporter.alive or not self.config.events)
 
     def _committed(self, txn: Txn) -> None:
         if txn.min_new_due is not None:

@@ -105,23 +105,32 @@ def remove_hidden(root: str) -> int:
     return gone
 
 
-def expire(root: str, cutoff_ms: int) -> int:
+def expire(root: str, cutoff_ms: int, newest: dict[str, int]) -> int:
     """Delete every segment whose newest event is older than ``cutoff_ms``; returns how
     many. Whole days before the cutoff go by name; in the day of the cutoff, each file's
-    footer statistics say how new its newest event is."""
+    footer statistics say how new its newest event is (remembered in ``newest``: a
+    segment never changes)."""
     gone = 0
     for day, path in _partitions(root):
         start = _day_start_ms(day)
         if start >= cutoff_ms:
             break
         if start + DAY_MS <= cutoff_ms:
-            gone += sum(1 for name in os.listdir(path) if _PART.match(name))
+            names = [name for name in os.listdir(path) if _PART.match(name)]
             shutil.rmtree(path)
+            for name in names:
+                newest.pop(os.path.join(path, name), None)
+            gone += len(names)
             continue
         for name in os.listdir(path):
             file = os.path.join(path, name)
-            if _PART.match(name) and _newest_ms(file) < cutoff_ms:
+            if not _PART.match(name):
+                continue
+            if file not in newest:
+                newest[file] = _newest_ms(file)
+            if newest[file] < cutoff_ms:
                 os.unlink(file)
+                del newest[file]
                 gone += 1
     return gone
 
