@@ -29,14 +29,13 @@ def emit(
     kind: EventKind,
     record: bytes,
     *,
-    at: int = 0,
     topic: str | None = None,
     group: str | None = None,
     attempt: int = 0,
 ) -> None:
-    """Stage one event about the message whose encoded record starts at ``record[at]``
-    (storage/records.py; a timer value's record starts at 1). ``topic`` when it is not
-    the record's own (a %DLQ% receive); ``group`` and ``attempt`` (>= 1) for group events."""
+    """Stage one event about the message whose encoded record (storage/records.py: a
+    timer value, a log entry) is ``record``. ``topic`` when it is not the record's own (a
+    %DLQ% receive); ``group`` and ``attempt`` (>= 1) for group events."""
     staged = txn.events
     if staged is not None:
         staged.append(
@@ -45,16 +44,16 @@ def emit(
                 attempt,
                 group.encode() if group else b"",
                 topic.encode() if topic else b"",
-                record[at : at + HEAD_MAX],
+                record if len(record) <= HEAD_MAX else record[:HEAD_MAX],
             )
         )
 
 
-def emit_many(txn: Txn, kind: EventKind, values: list[bytes], *, at: int = 0) -> None:
+def emit_many(txn: Txn, kind: EventKind, values: list[bytes]) -> None:
     """Stage one event per encoded record (a storm's span of moved timers: no Python loop)."""
     staged = txn.events
     if staged is not None:
-        staged.append(Span(kind, values, at))
+        staged.append(Span(kind, values, 0))
 
 
 def emit_plain(

@@ -17,12 +17,12 @@ from functools import partial
 from typing import NamedTuple
 
 from storage import events, keys
-from storage.errors import StorageError
+from storage.errors import StorageError, WriterStopped
 from storage.store import CF, RocksStore
 from workers.clock import Clock
 from workers.thread import WorkerThread
 from workers.txn import Txn
-from workers.writer import Writer, WriterStopped
+from workers.writer import Writer
 
 log = logging.getLogger("rocktimer.exporter")
 

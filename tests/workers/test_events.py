@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from storage import keys
+from storage.errors import MessageConflict
 from storage.event_table import decode
 from storage.events import EventKind
 from storage.store import CF, Put, RocksStore
@@ -15,9 +16,9 @@ from tests.workers.conftest import EngineFactory
 from tests.workers.support import RecordingStore, call, record, run, wait_until
 from workers import events, messages
 from workers.clock import FakeClock
-from workers.errors import MessageConflict
 from workers.retry import FixedPolicy, GroupSettings
 from workers.runner import Engine
+from workers.timers.move import move_due
 from workers.txn import Txn
 from workers.writer import Writer
 
@@ -159,7 +160,7 @@ def test_a_message_cancelled_after_the_scan_gets_no_delivered_event(
     scanned = store.scan(CF.TIMERS, b"", END, 10)
     call(writer, lambda txn: messages.cancel(txn, "t", "b"), durable=True)
     clock.advance(S)
-    call(writer, lambda txn: messages.move_due(txn, scanned), durable=False)
+    call(writer, lambda txn: move_due(txn, scanned), durable=False)
     rows = cf_events(store)
     assert [(r["kind"], r["msg_id"]) for r in rows if r["kind"] != "scheduled"] == [
         ("cancelled", "b"),

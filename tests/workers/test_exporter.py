@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from storage.errors import WriterStopped
 from storage.store import CF
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import record, run, wait_until
@@ -18,7 +19,6 @@ from workers import segments
 from workers.clock import FakeClock
 from workers.exporter import Exporter
 from workers.runner import Engine
-from workers.writer import WriterStopped
 
 DAY = segments.DAY_MS
 
