@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     retention_ms: int = Field(ENGINE_DEFAULTS["retention_ms"], ge=1_000)
     dlq_retention_ms: int = Field(ENGINE_DEFAULTS["dlq_retention_ms"], ge=1_000)
     max_receive_bytes: int = Field(ENGINE_DEFAULTS["max_receive_bytes"], ge=1)
+    events: bool = bool(ENGINE_DEFAULTS["events"])
+    events_seal_ms: int = Field(ENGINE_DEFAULTS["events_seal_ms"], ge=10)
+    events_retention_ms: int = Field(ENGINE_DEFAULTS["events_retention_ms"], ge=1_000)
     api_keys: dict[str, Role] = Field(default_factory=dict)
 
     @cached_property

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from bench import (
     batch,
+    events,
     growth,
     lateness,
     pending,
@@ -72,6 +73,16 @@ def figures(s: scale.Scale) -> list[Figure]:
             "9",
             "growth curve",
             lambda: growth.run_figure(levels=s.growth_levels, profile=s.name),
+        ),
+        (
+            "10",
+            "event log on vs off",
+            lambda: events.run_figure(
+                warmup_s=s.send_warmup_s,
+                seconds=s.send_seconds,
+                batches=s.batches,
+                storm_n=s.storm_n,
+            ),
         ),
     ]
 

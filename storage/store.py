@@ -43,7 +43,8 @@ class CF:
     INFLIGHT: Final = "inflight"
     META: Final = "meta"
     DEAD: Final = "dead"  # dead letters per (topic, group), oldest first
-    ALL: Final = (TIMERS, MESSAGES, LOGS, INFLIGHT, META, DEAD)
+    EVENTS: Final = "events"  # the event log until exported (storage/events.py)
+    ALL: Final = (TIMERS, MESSAGES, LOGS, INFLIGHT, META, DEAD, EVENTS)
 
 
 class Put(NamedTuple):

@@ -16,6 +16,7 @@ from storage.store import CF, RocksStore
 from workers import consume, messages
 from workers.clock import Clock, RealClock
 from workers.deliverer import Deliverer
+from workers.exporter import Exporter
 from workers.notify import LongPolls, Parked
 from workers.retry import GroupSettings, decode_settings
 from workers.scanner import PUT_QUEUE_CHUNKS, SCAN_CHUNK, Chunk, Scanner
@@ -37,6 +38,9 @@ class EngineConfig:
     dlq_retention_ms: int = 72 * 3_600_000  # dead letters kept from dead_at (RocketMQ: 3 days)
     min_free_bytes: int = 64 * 1024 * 1024  # below this, sends get 503 (room to drain)
     max_receive_bytes: int = consume.MAX_RECEIVE_BYTES  # a receive reply's messages, about
+    events: bool = True  # the event log (pipeline.md); off: no events, no exporter
+    events_seal_ms: int = 10_000  # the exporter seals the event log at least this often
+    events_retention_ms: int = 7 * 86_400_000  # sealed segments are kept this long
 
 
 ItemOutcome = messages.SendOutcome | Exception
@@ -61,6 +65,7 @@ class Engine:
             queue_size=config.writer_queue_size,
             on_commit=self._committed,
             min_free_bytes=config.min_free_bytes,
+            log_events=config.events,
         )
         self.put_queue: queue.Queue[Chunk] = queue.Queue(maxsize=config.put_queue_chunks)
         self.scanner = Scanner(
@@ -75,6 +80,13 @@ class Engine:
             retention_ms=config.retention_ms,
             dlq_retention_ms=config.dlq_retention_ms,
         )
+        self.exporter = Exporter(
+            self.store,
+            self.writer,
+            self.clock,
+            seal_ms=config.events_seal_ms,
+            retention_ms=config.events_retention_ms,
+        )
         self.started = False
 
     def start(self) -> None:
@@ -82,6 +94,8 @@ class Engine:
         self.deliverer.start()
         self.scanner.start()
         self.sweeper.start()
+        if self.config.events:
+            self.exporter.start()
         self.started = True
 
     def stop(self) -> None:
@@ -90,6 +104,7 @@ class Engine:
             self.store.close()
             return
         self.started = False
+        self.exporter.stop()
         self.sweeper.stop()
         self.scanner.stop()
         self.deliverer.stop()
@@ -98,7 +113,8 @@ class Engine:
 
     @property
     def healthy(self) -> bool:
-        return self.started and self.writer.alive and self.scanner.alive and self.deliverer.alive
+        workers = self.writer.alive and self.scanner.alive and self.deliverer.alive
+        return self.started and workers and (self.exporter.alive or not self.config.events)
 
     def _committed(self, txn: Txn) -> None:
         if txn.min_new_due is not None:

@@ -98,9 +98,11 @@ class Writer(_Loop):
         queue_size: int,
         on_commit: Callable[[Txn], None] | None = None,
         min_free_bytes: int = 0,
+        log_events: bool = True,
     ) -> None:
         super().__init__()
         self.store = store
+        self.log_events = log_events  # stage events in each batch (workers/events.py)
         self.clock = clock
         self.queue_size = queue_size
         self.min_free_bytes = min_free_bytes
@@ -332,7 +334,7 @@ class Writer(_Loop):
         with self._horizon_lock:
             now = self.clock.now_ms()
             self._batch_now = now
-        txn = Txn(self.store, now, self.cancels_committed)
+        txn = Txn(self.store, now, self.cancels_committed, log_events=self.log_events)
         results: list[tuple[_Op, bool, Any]] = []
         try:
             results = self._run_ops(txn, ops)

@@ -14,6 +14,7 @@ import pytest
 
 from bench import (
     batch,
+    events,
     growth,
     lateness,
     loader,
@@ -53,6 +54,15 @@ def test_batch_figure_runs() -> None:
     rows = batch.run_figure(batches=3, size=100)
     assert "300 msgs" in rows[0].notes
     assert "failed" not in rows[0].notes
+    rendered(rows)
+
+
+@pytest.mark.slow
+def test_event_log_figure_runs() -> None:
+    order = (("off", events.OFF), ("on", events.ON))
+    rows = events.run_figure(warmup_s=0.2, seconds=0.5, batches=3, storm_n=1_500, order=order)
+    assert [r.number for r in rows] == ["10", "10", "10"]
+    assert all(r.ratio != "0.00" for r in rows), rows
     rendered(rows)
 
 
