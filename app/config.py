@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     sweep_interval_ms: int = Field(60_000, ge=10)
     min_free_bytes: int = Field(64 * MiB, ge=0)
     retention_ms: int = Field(72 * 3_600_000, ge=1_000)
+    # Deliveries this far behind (the oldest due timer not yet in its topic log): sends
+    # get 429 + Retry-After and /readyz says "lagging", until back under half of it.
+    due_backlog_limit_ms: int = Field(1_000, ge=1)
     api_keys: dict[str, Role] = Field(default_factory=dict)
 
     @cached_property
@@ -50,4 +53,5 @@ class Settings(BaseSettings):
             sweep_interval_ms=self.sweep_interval_ms,
             min_free_bytes=self.min_free_bytes,
             retention_ms=self.retention_ms,
+            due_backlog_limit_ms=self.due_backlog_limit_ms,
         )

@@ -16,6 +16,7 @@ from bench import (
     batch,
     growth,
     lateness,
+    ontime,
     pending,
     receive,
     reclaim,
@@ -72,6 +73,11 @@ def figures(s: scale.Scale) -> list[Figure]:
             "9",
             "growth curve",
             lambda: growth.run_figure(levels=s.growth_levels, profile=s.name),
+        ),
+        (
+            "10",
+            "on time under load",
+            lambda: ontime.run_figure(seconds=s.ontime_seconds),
         ),
     ]
 

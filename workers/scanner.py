@@ -61,8 +61,11 @@ class Scanner(WorkerThread):
         self.chunk = chunk
         self.cursor = store.get(CF.META, keys.WATERMARK_KEY) or b""
         self.held = 0  # keys in hand right now (introspection for tests and metrics)
+        self.held_due: int | None = None  # the due time of the first of them
         self.held_max = 0
         self.scans = 0
+        # The first timer key ahead of the cursor is due then (None: no key): after a full
+        # chunk, the last key handed over (what follows is due no earlier).
         self.next_due_ms: int | None = None
         self._sleep_until: int | None = None
 
@@ -95,6 +98,7 @@ class Scanner(WorkerThread):
         if found:
             self._hand_over(found)
             if len(found) == self.chunk:
+                self.next_due_ms = keys.read_u64(found[-1][0])
                 return  # more may be due: scan again at once
         # Everything due up to the horizon is handed over and no key can land there later
         # (Writer.scan_horizon): skip the tombstones of acked invisibility timers and
@@ -110,6 +114,7 @@ class Scanner(WorkerThread):
         self.clock.wait(self._wake, due)
 
     def _hand_over(self, found: Chunk) -> None:
+        self.held_due = keys.read_u64(found[0][0])
         self.held = len(found)
         self.held_max = max(self.held_max, self.held)
         while not self.stopping:
@@ -119,7 +124,7 @@ class Scanner(WorkerThread):
             except queue.Full:
                 continue
         else:
-            self.held = 0
+            self.held, self.held_due = 0, None
             return  # stopping: these keys stay timers and are scanned again after restart
         self.cursor = keys.successor(found[-1][0])
-        self.held = 0
+        self.held, self.held_due = 0, None
