@@ -232,8 +232,11 @@ class OnTimeRun:
     loaded: tuple[PhaseResult, ...]  # (a), (b), (c)
 
 
-def measure(*, seconds: float, rate: int = lateness.RATE_PER_S) -> OnTimeRun:
-    solo_preload = int(CONSUME_RATE_CEILING * (seconds + LOAD_LEAD_S))
+def measure(
+    *, seconds: float, rate: int = lateness.RATE_PER_S, consume_ceiling: int = CONSUME_RATE_CEILING
+) -> OnTimeRun:
+    """``consume_ceiling``: msg/s the solo consumers could reach (sizes their preload)."""
+    solo_preload = int(consume_ceiling * (seconds + LOAD_LEAD_S))
 
     def measured(plan: Plan, preload: int) -> PhaseResult:
         return phase(plan, seconds=seconds, rate=rate, preload=preload)
@@ -324,8 +327,10 @@ def rows(run_: OnTimeRun, rate: int = lateness.RATE_PER_S) -> list[report.Row]:
     ]
 
 
-def run_figure(*, seconds: float, rate: int = lateness.RATE_PER_S) -> list[report.Row]:
-    return rows(measure(seconds=seconds, rate=rate), rate)
+def run_figure(
+    *, seconds: float, rate: int = lateness.RATE_PER_S, consume_ceiling: int = CONSUME_RATE_CEILING
+) -> list[report.Row]:
+    return rows(measure(seconds=seconds, rate=rate, consume_ceiling=consume_ceiling), rate)
 
 
 def main() -> None:

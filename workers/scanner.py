@@ -24,6 +24,7 @@ log = logging.getLogger("rocktimer.scanner")
 SCAN_CHUNK = 2_000  # keys per range scan; RocketMQ RIP-82 scans the same per round
 PUT_QUEUE_CHUNKS = 4  # chunks waiting for the deliverer: ~8k timers in memory at most
 BUSY_BACKOFF_MS = 1  # a due key beyond the scan horizon: the writer is mid-commit
+HORIZON_WAIT_S = 0.05  # longest wait for a batch in progress to end (then rescan anyway)
 _END = b"\xff" * 9  # past every timer key
 STORAGE_RETRY_S = 0.1  # pause after a failed scan before the next
 
@@ -110,6 +111,10 @@ class Scanner(WorkerThread):
         self.next_due_ms = due
         if due is not None and due <= horizon:
             due = self.clock.now_ms() + BUSY_BACKOFF_MS
+        elif due is not None and due <= self.clock.now_ms():
+            # Due, but the batch being written holds the horizon back: wait for its end.
+            self.writer.wait_horizon(due, HORIZON_WAIT_S)
+            return
         self._sleep_until = due
         self.clock.wait(self._wake, due)
 
