@@ -46,28 +46,30 @@ class DeliveryLag:
         self.refusing = False
         self.refused = 0  # sends refused so far
 
-    def oldest_due_ms(self) -> int | None:
-        """The due time of the oldest timer not yet delivered (None: nothing is known due).
+    def oldest_due_ms(self, now_ms: int) -> int | None:
+        """The due time of the oldest timer not yet delivered (None: nothing is due).
 
         Timers flow scanner -> put queue -> deliverer in due order, so the first found
-        downstream is the oldest; a lock-free read of moving state, good for a gauge.
+        downstream is the oldest. Lock-free reads of moving state (this runs before every
+        send): good for a gauge and a threshold, not an exact snapshot.
         """
         moving = self.deliverer.moving
         if moving:
             return keys.read_u64(moving[0][0])
-        with self.put_queue.mutex:
-            head = self.put_queue.queue[0] if self.put_queue.queue else None
-        if head:
-            return keys.read_u64(head[0][0])
+        try:
+            return keys.read_u64(self.put_queue.queue[0][0][0])
+        except IndexError:  # empty (or emptied while we looked)
+            pass
         if self.scanner.held_due is not None:
             return self.scanner.held_due
         nxt = self.scanner.next_due_ms
-        return nxt if nxt is not None and nxt <= self.clock.now_ms() else None
+        return nxt if nxt is not None and nxt <= now_ms else None
 
     def age_ms(self) -> int:
         """How long the oldest due timer not yet delivered has been due (0: on time)."""
-        oldest = self.oldest_due_ms()
-        return max(0, self.clock.now_ms() - oldest) if oldest is not None else 0
+        now = self.clock.now_ms()
+        oldest = self.oldest_due_ms(now)
+        return now - oldest if oldest is not None and oldest < now else 0
 
     def timers(self) -> int:
         """Due timers not yet delivered: all those picked up, and the ones ahead of the

@@ -127,7 +127,6 @@ class Engine:
 
     async def send(self, rec: MessageRecord, *, fresh_id: bool = False) -> messages.SendOutcome:
         """``fresh_id``: the msg_id was made by the server just now (see messages.send)."""
-        self.lag.admit()
         return await self.writer.submit(
             lambda txn: messages.send(txn, rec, fresh_id=fresh_id), durable=True, grows=True
         )
@@ -136,7 +135,6 @@ class Engine:
         self, recs: Sequence[MessageRecord | None], fresh_ids: Sequence[bool] = ()
     ) -> list[ItemOutcome | None]:
         """One op, one commit: each item succeeds or fails alone (None items are skipped)."""
-        self.lag.admit()
         return await self.writer.submit(
             lambda txn: messages.send_many(txn, recs, fresh_ids),
             durable=True,

@@ -139,6 +139,7 @@ async def schedule_one(
     engine: Engine, settings: Settings, topic: str, request: Request
 ) -> Response:
     """All of a single send after routing (shared with app/fastpath.py)."""
+    engine.lag.admit()  # before any parsing: refusing must cost less than accepting
     writable_topic(topic)
     require_json(request)
     try:
@@ -167,6 +168,7 @@ async def schedule_many(
     engine: Engine, settings: Settings, topic: str, request: Request
 ) -> Response:
     """All of a batch send after routing (shared with app/fastpath.py)."""
+    engine.lag.admit()
     writable_topic(topic)
     require_json(request)
     raw = await request.body()
