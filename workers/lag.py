@@ -83,7 +83,6 @@ class DeliveryLag:
         end = keys.due_bound(self.clock.now_ms() + 1)
         return picked_up + self.store.count(CF.TIMERS, self.scanner.cursor, end, DUE_COUNT_CAP)
 
-    @property
     def lagging(self) -> bool:
         """Deliveries are behind by more than the limit (or not yet back under half of it)."""
         age = self.age_ms()
@@ -95,7 +94,7 @@ class DeliveryLag:
 
     def admit(self) -> None:
         """Raise Overloaded (429 + Retry-After) for a send while deliveries lag."""
-        if self.lagging:
+        if self.lagging():
             self.refused += 1
             raise Overloaded(
                 RETRY_AFTER_S,

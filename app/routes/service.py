@@ -31,7 +31,7 @@ async def readyz(request: Request) -> Response:
     lag = engine.lag
     return json_response(
         {
-            "status": "lagging" if lag.lagging else "ready",
+            "status": "lagging" if lag.lagging() else "ready",
             "pending_timers": engine.writer.pending_timers,
             "writer_queue": engine.writer.queue_depth,
             "due_backlog_timers": lag.timers(),
