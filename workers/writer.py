@@ -15,9 +15,9 @@ Deliveries first: a move never waits behind more than one unit of client work, t
 being written when it arrives (at most ``GROUP_COMMIT_MAX_ITEMS`` messages, or one op).
 Moves are taken before any client op; client ops queued behind a waiting move stay queued
 (an op that would have run inline queues instead, and the writer thread puts back what it
-took but did not start); and once the writer thread has work in hand, no op runs inline
-in front of it (a plain Lock hands itself to whoever asks first, usually the event loop,
-which holds the GIL).
+took but did not start); once the writer thread has work in hand, no op runs inline in
+front of it; and when a batch ends while the scanner waits for it to see a due timer, the
+writer keeps the next slot for that timer's move (MOVE_HANDOFF_S at most).
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ GROUP_COMMIT_MAX_ITEMS = 1024  # messages per client batch (an op weighs its mes
 # bounds how long a move of due timers can wait behind client work (a batch send of 1000
 # is one unit; four of them in one WriteBatch kept moves waiting ~4x as long)
 INTERNAL_QUEUE = 4  # moves waiting for the writer; more only adds memory, not speed
+MOVE_HANDOFF_S = 0.005  # longest the writer holds client work back for a due timer the
+# scanner could not scan until the last batch ended (its scan and the deliverer's hand-off
+# take well under a millisecond; without the wait, the next client batch went first)
 CALL_POLL_S = 1.0  # how often a waiting worker checks that the writer is still alive
 DISK_CHECK_MS = 50  # statvfs at most this often (it was 4% of the writer under load);
 # the reserve (min_free_bytes) covers what can be written in between
@@ -132,6 +135,9 @@ class Writer(_Loop):
         self._follow_ups: list[_Op] = []  # batch lock holder only (see follow_up)
         # The writer thread took ops and has not finished them: nothing runs inline meanwhile.
         self._in_hand = False
+        # The scanner waits for the batch being written to end before it can pick up a due
+        # timer (wait_horizon): the next slot is that timer's move.
+        self._move_due = False
         # Held by whoever is writing a batch: the writer thread, or the event loop running
         # an op inline (submit). Everything _process_batch touches is under it.
         self._batch_lock = threading.Lock()
@@ -170,6 +176,16 @@ class Writer(_Loop):
     @property
     def queue_depth(self) -> int:
         return len(self._clients)
+
+    @property
+    def move_due(self) -> bool:
+        """The scanner is waiting for the batch being written to end to pick up a due timer."""
+        return self._move_due
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued and the writer thread has nothing in hand (an inline op may run)."""
+        return not (self._in_hand or self._clients or self._internal)
 
     # --- submitting ----------------------------------------------------------------------
 
@@ -270,6 +286,7 @@ class Writer(_Loop):
         (two RocksDB iterators a round; py-spy, bench figure 10).
         """
         with self._horizon:
+            self._move_due = True
             self._horizon.wait_for(
                 lambda: self._batch_now is None or self._batch_now >= due_ms, timeout_s
             )
@@ -284,6 +301,9 @@ class Writer(_Loop):
                 if not self._running:
                     return None
                 self._cond.wait()
+            if self._move_due and not self._internal:  # see wait_horizon
+                self._cond.wait_for(lambda: bool(self._internal), MOVE_HANDOFF_S)
+            self._move_due = False
             self._in_hand = True
             if self._internal:
                 ops = list(self._internal)
@@ -325,9 +345,7 @@ class Writer(_Loop):
 
     def _run_inline(self, op: _Op) -> bool:
         """Process ``op`` on this thread if nobody is writing and nothing is queued."""
-        if self._in_hand or self._clients or self._internal:
-            return False
-        if not self._running or self.store.failed:
+        if not self.idle or not self._running or self.store.failed:
             return False
         if not self._batch_lock.acquire(blocking=False):
             return False

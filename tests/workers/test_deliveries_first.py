@@ -10,8 +10,11 @@ from collections.abc import Callable
 
 import pytest
 
+from storage import keys
+from storage.records import MessageState, decode_index
 from storage.store import CF, Put
-from tests.workers.support import Gate, RecordingStore, record, run, wait_until
+from tests.workers.support import WAIT_S, Gate, RecordingStore, record, run, wait_until
+from workers import writer as writer_module
 from workers.clock import FakeClock
 from workers.runner import Engine
 from workers.txn import Txn
@@ -105,6 +108,38 @@ def test_client_ops_share_a_batch_only_up_to_the_message_bound(
     assert commit_order(store, {b"h0", b"h1", b"l0"}) == [[b"h0"], [b"h1", b"l0"]]
 
 
+def test_a_timer_falling_due_during_client_work_moves_before_the_work_queued_behind_it(
+    make_engine: Callable[..., Engine], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scanner cannot see the timer until the batch in progress ends (the scan
+    horizon); the writer keeps the next slot for its move instead of taking the queue."""
+    monkeypatch.setattr(writer_module, "MOVE_HANDOFF_S", WAIT_S)  # no race with a slow box
+    engine = make_engine()
+    engine.start()
+    now = clock.now_ms()
+    seen: list[bytes | None] = []
+
+    def client_op(txn: Txn) -> None:  # what state the timer's message is in when this runs
+        seen.append(txn.get(CF.MESSAGES, keys.message_key("t", "due")))
+
+    async def scenario() -> None:
+        await engine.send(record("t", "due", now + 100))
+        wait_until(lambda: engine.scanner.next_due_ms == now + 100)
+        gate = Gate()
+        held = engine.writer.submit(gate.op, durable=True)
+        gate.wait_entered()
+        queued = [engine.writer.submit(client_op, durable=True) for _ in range(3)]
+        clock.advance(100)
+        wait_until(lambda: engine.writer.move_due, what="the scanner waiting for the batch")
+        gate.release.set()
+        await asyncio.gather(held, *queued)
+
+    run(scenario())
+    assert engine.deliverer.moved == 1
+    states = [decode_index(raw).state if raw else None for raw in seen]
+    assert states == [MessageState.DELIVERED] * 3
+
+
 # --- admission control ---------------------------------------------------------------------
 
 
@@ -125,7 +160,7 @@ def test_sends_are_refused_while_deliveries_lag_and_accepted_once_they_caught_up
             target=writer.call, args=(lambda _: release.wait(10),), kwargs={"durable": False}
         )
         blocker.start()
-        wait_until(lambda: writer._in_hand)
+        wait_until(lambda: not writer.idle)
         clock.advance(100 + 1_000)  # due, and exactly the limit late: still admitted
         assert engine.lag.age_ms() == 1_000
         assert not engine.lag.lagging()
