@@ -14,11 +14,11 @@ from __future__ import annotations
 import queue
 
 from storage import keys
+from storage.errors import Overloaded
 from storage.store import CF, RocksStore
 from workers.clock import Clock
 from workers.deliverer import Deliverer
 from workers.scanner import Chunk, Scanner
-from workers.writer import Overloaded
 
 DUE_COUNT_CAP = 10_000  # due keys counted ahead of the scanner for the backlog gauge:
 # the count walks keys on the caller's thread; past this, the oldest age tells the rest

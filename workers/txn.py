@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from storage.keys import PENDING_KEY
+from storage.keys import PENDING_KEY, next_seq_key, u64
 from storage.store import CF, DeleteRange, RocksStore
 
 _MISSING = object()
@@ -16,23 +17,28 @@ class Txn:
     Each op runs inside a savepoint: if it raises, its staged writes are rolled back and
     the other ops of the batch are untouched, so one bad request never writes half.
     Range deletes are not visible to reads; they only ever cover timer keys that the
-    batch has already moved (see Writer.scan_horizon).
+    batch has already moved (see Writer.scan_horizon), or a retry lane's entries its one
+    reader has passed. Everything else is deleted key by key, so that each op sees what
+    the ops before it in the batch did (retention beside a receive, issue 10.3).
     """
 
     def __init__(self, store: RocksStore, now_ms: int, cancels_committed: int = 0) -> None:
         self.store = store
         self.now_ms = now_ms
         self.cancels_committed = cancels_committed  # the writer's count before this batch
-        self.cancels = 0  # cancels staged in this batch
+        self.cancels = 0  # cancels and reschedules staged in this batch (see move_due)
         self.sync = False
         self.pending_delta = 0
         self.min_new_due: int | None = None
         self.woken_topics: set[str] = set()
         self.lateness_ms: list[int] = []
+        # The next seq of each lane appended to in this batch (workers/lanes.py): counted
+        # here, written once at commit instead of once per append.
+        self.lane_next: dict[bytes, int] = {}
         # One dict per column family: key -> final value (None = delete).
         self._staged: dict[str, dict[bytes, bytes | None]] = {cf: {} for cf in CF.ALL}
         self._ranges: list[DeleteRange] = []
-        self._undo: list[tuple[dict[bytes, bytes | None], bytes, object]] = []
+        self._undo: list[tuple[dict[bytes, Any], bytes, object]] = []
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -54,6 +60,25 @@ class Txn:
                 out[i] = value
         return out
 
+    def scan(
+        self, cf: str, start: bytes, end: bytes, limit: int, *, new: bool = False
+    ) -> list[tuple[bytes, bytes]]:
+        """The store's entries in ``[start, end)`` as this batch left them so far: deleted
+        ones dropped, changed ones with their staged value. Keys first written in this
+        batch are added only with ``new`` (it walks every staged key of the CF: for small
+        meta scans; a lane's reader never passes them anyway, see workers/lanes.py)."""
+        found = self.store.scan(cf, start, end, limit)
+        staged = self._staged[cf]
+        if not staged:
+            return found
+        out = {key: staged.get(key, value) for key, value in found}
+        if new:
+            out.update((k, v) for k, v in staged.items() if start <= k < end and k not in out)
+        live = [(k, v) for k, v in out.items() if v is not None]
+        if new:
+            live.sort()
+        return live[:limit]
+
     # --- writes --------------------------------------------------------------------------
 
     def put(self, cf: str, key: bytes, value: bytes) -> None:
@@ -65,6 +90,12 @@ class Txn:
         staged = self._staged[cf]
         self._undo.append((staged, key, staged.get(key, _MISSING)))
         staged[key] = None
+
+    def set_lane_next(self, lane: bytes, seq: int) -> None:
+        """Record a lane's next seq (undone with the op, like a staged write)."""
+        lane_next = self.lane_next
+        self._undo.append((lane_next, lane, lane_next.get(lane, _MISSING)))
+        lane_next[lane] = seq
 
     def delete_range(self, cf: str, begin: bytes, end: bytes) -> None:
         self._ranges.append(DeleteRange(cf, begin, end))
@@ -90,7 +121,7 @@ class Txn:
             if old is _MISSING:
                 del staged[key]
             else:
-                staged[key] = old  # type: ignore[assignment]
+                staged[key] = old
         del self._ranges[ranges_len:]
         self.pending_delta = pending
 
@@ -99,8 +130,11 @@ class Txn:
     def commit(self, pending_total: int) -> None:
         """Write everything staged as one WriteBatch (range deletes first), unsynced: the
         writer's Syncer fsyncs the WAL before any durable op is answered."""
+        meta = self._staged[CF.META]
         if self.pending_delta:
-            self._staged[CF.META][PENDING_KEY] = pending_total.to_bytes(8, "big")
+            meta[PENDING_KEY] = pending_total.to_bytes(8, "big")
+        for lane, seq in self.lane_next.items():
+            meta[next_seq_key(lane)] = u64(seq)
         self.store.write_staged(self._ranges, self._staged, sync=False)
 
     @property

@@ -9,8 +9,9 @@ from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
-from app.errors import UnsupportedMediaType, invalid
+from app.errors import invalid
 from app.schemas import Problem
+from storage.errors import UnsupportedMediaType
 
 M = TypeVar("M", bound=BaseModel)
 

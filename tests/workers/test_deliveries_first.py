@@ -11,6 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from storage import keys
+from storage.errors import Overloaded
 from storage.records import MessageState, decode_index
 from storage.store import CF, Put
 from tests.workers.support import WAIT_S, Gate, RecordingStore, record, run, wait_until
@@ -18,7 +19,7 @@ from workers import writer as writer_module
 from workers.clock import FakeClock
 from workers.runner import Engine
 from workers.txn import Txn
-from workers.writer import GROUP_COMMIT_MAX_ITEMS, Overloaded, Writer
+from workers.writer import GROUP_COMMIT_MAX_ITEMS, Writer
 
 
 def put_op(key: bytes) -> Callable[[Txn], None]:
