@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.access import ROUTE_KEY
 from app.config import Settings
 from app.errors import InvalidInput, problem, render
 from app.routes import consumers, producers
@@ -56,8 +57,12 @@ def _name(field: str, value: str) -> str:
     return value
 
 
-def _route(path: str) -> Callable[[Engine, Settings, Request], Awaitable[Response]] | None:
-    """The call for a hot path, with its path parameters bound; None: not one of them."""
+Bound = Callable[[Engine, Settings, Request], Awaitable[Response]]
+
+
+def _route(path: str) -> tuple[Bound, str] | None:
+    """The call for a hot path, with its path parameters bound, and its route template (as
+    FastAPI declares it); None: not one of them."""
     if not path.startswith(_PREFIX):
         return None
     parts = path[len(_PREFIX) :].split("/")
@@ -66,13 +71,19 @@ def _route(path: str) -> Callable[[Engine, Settings, Request], Awaitable[Respons
         return None
     topic_call = _TOPIC_CALLS.get(rest)
     if topic_call is not None:
-        return lambda engine, settings, request: topic_call(
-            engine, settings, _name("topic", topic), request
+        return (
+            lambda engine, settings, request: topic_call(
+                engine, settings, _name("topic", topic), request
+            ),
+            "/v1/topics/{topic}/" + "/".join(rest),
         )
     if len(rest) == 3 and rest[0] == "groups" and rest[2] in _GROUP_CALLS:
         group_call, group = _GROUP_CALLS[rest[2]], rest[1]
-        return lambda engine, _, request: group_call(
-            engine, _name("topic", topic), _name("group", group), request
+        return (
+            lambda engine, _, request: group_call(
+                engine, _name("topic", topic), _name("group", group), request
+            ),
+            "/v1/topics/{topic}/groups/{group}/" + rest[2],
         )
     return None
 
@@ -82,12 +93,13 @@ class FastPaths:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        call = (
+        found = (
             _route(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
         )
-        if call is None:
+        if found is None:
             await self.app(scope, receive, send)
             return
+        call, scope[ROUTE_KEY] = found
         state = scope["app"].state
         try:
             response = await call(state.engine, state.settings, Request(scope, receive))

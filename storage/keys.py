@@ -182,5 +182,30 @@ def dlq_lane(group: str) -> bytes:
     return topic_lane(DLQ_PREFIX + group)
 
 
+# --- counters, kept in the batch of each change (storage/records.py, Counts) -----------
+
+
+TOPIC_COUNTS_PREFIX = b"topic-counts" + SEP
+
+
+def topic_counts_key(topic: str) -> bytes:
+    """A topic's scheduled / delivered / cancelled counts; their keys list the topics."""
+    return TOPIC_COUNTS_PREFIX + topic.encode()
+
+
+def group_counts_prefix(topic: str) -> bytes:
+    return b"group-counts" + SEP + topic.encode() + SEP
+
+
+def group_counts_key(topic: str, group: str) -> bytes:
+    """A group's in-flight / retrying / dead counts on one topic; their keys list its groups."""
+    return group_counts_prefix(topic) + group.encode()
+
+
+def swept_key(lane: bytes) -> bytes:
+    """The first seq of a lane that retention has not reclaimed yet."""
+    return b"swept" + SEP + lane
+
+
 WATERMARK_KEY = b"timer-watermark"
 PENDING_KEY = b"pending-timers"

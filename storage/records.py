@@ -190,6 +190,27 @@ def decode_dead(data: bytes) -> DeadLetter:
         raise CorruptRecordError(f"undecodable dead letter: {exc}") from exc
 
 
+# --- counters: three signed ints per key (storage/keys.py, *_counts_key) ------------------
+
+_COUNTS = struct.Struct(">qqq")
+Counts = tuple[int, int, int]
+NO_COUNTS: Counts = (0, 0, 0)
+
+
+def encode_counts(counts: Counts) -> bytes:
+    return _COUNTS.pack(*counts)
+
+
+def decode_counts(raw: bytes | None) -> Counts:
+    if raw is None:
+        return NO_COUNTS
+    try:
+        a, b, c = _COUNTS.unpack(raw)
+    except struct.error as exc:
+        raise CorruptRecordError(f"undecodable counts: {exc}") from exc
+    return a, b, c
+
+
 # --- timer values: one kind byte, then the payload ----------------------------------------
 
 

@@ -92,6 +92,7 @@ def _hold(
     )
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(held))
     _put_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
+    txn.count_group(topic, group, inflight=1)
     return Received(record, attempt, encode_receipt(topic, group, seq, generation))
 
 
@@ -127,6 +128,8 @@ def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
         _drop_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
         acked = held._replace(state=GroupState.ACKED)
         txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(acked))
+        txn.count_group(topic, group, inflight=-1)
+        txn.note("acks")
         out.append(ACKED)
     txn.sync = True
     return out
@@ -147,6 +150,7 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
         _drop_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
         delay = delay_ms if delay_ms is not None else retry_delay_ms(settings.retry, held.attempts)
         _fail(txn, topic, group, seq, held, delay, settings)
+        txn.note("nacks")
         out.append("nacked")
     txn.sync = True
     return out
@@ -202,8 +206,10 @@ def _fail(
     delay_ms: int,
     settings: GroupSettings,
 ) -> None:
-    """A failed attempt: dead after max_attempts, else visible again after ``delay_ms``."""
+    """A held message's attempt failed: dead after max_attempts, else visible again after
+    ``delay_ms``."""
     now = txn.now_ms
+    txn.count_group(topic, group, inflight=-1)
     if held.attempts >= settings.max_attempts:
         _bury(txn, topic, group, seq, held)
         return
@@ -215,6 +221,7 @@ def _fail(
     )
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(waiting))
     _put_timer(txn, TimerKind.RETRY, topic, group, seq, waiting)
+    txn.count_group(topic, group, retrying=1)
 
 
 def _make_ready(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
@@ -230,12 +237,15 @@ def _bury(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
     raw = txn.get(CF.LOGS, keys.log_key(keys.topic_lane(topic), seq))
     dead = held._replace(state=GroupState.DEAD, deadline_ms=now, last_failure_ms=now)
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(dead))
+    txn.note("dead_letters")
     if raw is None:
         return  # swept past retention: nothing left to keep
     record = decode_message(raw)
     lanes.append(txn, keys.dlq_lane(group), raw)
     letter = DeadLetter(record.msg_id, held.attempts, now, now)
     txn.put(CF.DEAD, keys.dead_key(topic, group, now, seq), encode_dead(letter))
+    txn.count_group(topic, group, dead=1)
+    txn.count_topic(keys.DLQ_PREFIX + group, delivered=1)
     txn.woken_topics.add(keys.DLQ_PREFIX + group)
 
 
@@ -253,7 +263,9 @@ def fire(txn: Txn, timer_key: bytes, kind: int) -> None:
         # The invisibility ran out: a failed attempt, visible again at once.
         settings = group_settings(txn, timer.topic, timer.group)
         _fail(txn, timer.topic, timer.group, timer.seq, held, 0, settings)
+        txn.note("expiries")
     elif kind == TimerKind.RETRY and held.state is GroupState.RETRYING:
+        txn.count_group(timer.topic, timer.group, retrying=-1)
         _make_ready(txn, timer.topic, timer.group, timer.seq, held)
 
 
@@ -264,7 +276,11 @@ def redrive(txn: Txn, topic: str, group: str, msg_id: str) -> None:
     held = decode_inflight(raw) if raw is not None else None
     if seq is None or held is None or held.state is not GroupState.DEAD:
         raise MessageNotFound(f"{msg_id!r} from topic {topic!r} is not a dead letter of {group!r}")
-    txn.delete(CF.DEAD, keys.dead_key(topic, group, held.deadline_ms, seq))
+    letter = keys.dead_key(topic, group, held.deadline_ms, seq)
+    if txn.get(CF.DEAD, letter) is not None:
+        txn.delete(CF.DEAD, letter)
+        txn.count_group(topic, group, dead=-1)
+    txn.note("redrives")
     fresh = held._replace(attempts=0, generation=held.generation + 1)
     _make_ready(txn, topic, group, seq, fresh)
     txn.sync = True

@@ -21,7 +21,8 @@ def append(txn: Txn, lane: bytes, value: bytes) -> int:
 
 
 def read(txn: Txn, lane: bytes, group: str, limit: int) -> list[tuple[bytes, bytes]]:
-    """The next ``limit`` entries of a lane after the group's cursor; advances the cursor.
+    """The next ``limit`` entries of a lane after the group's cursor; advances the cursor
+    (and makes it at the group's first read, so that the group is known).
 
     Reads the store, not the batch: entries appended earlier in this same batch are seen
     by the next receive (the cursor never passes an entry it did not return).
@@ -34,4 +35,6 @@ def read(txn: Txn, lane: bytes, group: str, limit: int) -> list[tuple[bytes, byt
     entries = txn.store.scan(CF.LOGS, keys.log_key(lane, start), keys.prefix_end(lane), limit)
     if entries:
         txn.put(CF.META, cursor_key, keys.u64(keys.log_seq(entries[-1][0]) + 1))
+    elif raw is None:  # the group's first look: it exists from now on (GET .../groups)
+        txn.put(CF.META, cursor_key, keys.u64(0))
     return entries

@@ -117,7 +117,7 @@ def _send(txn: Txn, rec: MessageRecord, index_key: bytes, raw: bytes | None) -> 
             index_key,
             INDEX.pack(_SCHEDULED, rec.deliver_at_ms, rec.created_at_ms, 0, 0),
         )
-        txn.add_pending(1)
+        txn.count_topic(rec.topic, scheduled=1)
         txn.schedule_hint(rec.deliver_at_ms)
         state = MessageState.SCHEDULED
     # tuple.__new__: a NamedTuple's own __new__ is a Python call, half the cost (batch path)
@@ -127,12 +127,16 @@ def _send(txn: Txn, rec: MessageRecord, index_key: bytes, raw: bytes | None) -> 
 
 
 def deliver(txn: Txn, rec: MessageRecord) -> int:
-    """Append a due message to its topic log and mark it delivered; returns its seq."""
+    """Append a due message to its topic log and mark it delivered; returns its seq.
+
+    Lateness runs from when the message could first be delivered: its deliver time, or
+    its arrival if the client gave a time already past (a 1970 deliver_at is not late)."""
     now = txn.now_ms
     seq = lanes.append(txn, keys.topic_lane(rec.topic), encode_message(rec.delivered(now)))
     entry = IndexEntry(MessageState.DELIVERED, rec.deliver_at_ms, rec.created_at_ms, now, seq)
     txn.put(CF.MESSAGES, keys.message_key(rec.topic, rec.msg_id), encode_index(entry))
-    txn.lateness_ms.append(max(0, now - rec.deliver_at_ms))
+    txn.lateness_ms.append(max(0, now - max(rec.deliver_at_ms, rec.created_at_ms)))
+    txn.count_topic(rec.topic, delivered=1)
     txn.woken_topics.add(rec.topic)
     return seq
 
@@ -158,7 +162,7 @@ def cancel(txn: Txn, topic: str, msg_id: str) -> CancelOutcome:
     txn.delete(CF.TIMERS, keys.message_timer_key(entry.due_ms, topic, msg_id))
     done = entry._replace(state=MessageState.CANCELLED, done_at_ms=txn.now_ms)
     txn.put(CF.MESSAGES, index_key, encode_index(done))
-    txn.add_pending(-1)
+    txn.count_topic(topic, scheduled=-1, cancelled=1)
     txn.cancels += 1
     txn.sync = True
     return CancelOutcome(topic, msg_id, txn.now_ms)
@@ -191,8 +195,8 @@ def move_due(
         )
     now = txn.now_ms
     next_seq: dict[bytes, int] = {}
+    first_seq: dict[bytes, int] = {}
     lateness = txn.lateness_ms
-    moved = 0
     for key, value in entries:
         if value[0] != _MESSAGE_TIMER:
             try:
@@ -209,17 +213,22 @@ def move_due(
         if seq is None:
             counter = txn.get(CF.META, keys.next_seq_key(lane))
             seq = keys.read_u64(counter) if counter else 0
+            first_seq[lane] = seq
         due = keys.read_u64(key)
         created = keys.read_u64(value, 1 + CREATED_AT_OFFSET)
         txn.put(CF.LOGS, lane + keys.u64(seq), stamp_delivered(value[1:], now))
         txn.put(CF.MESSAGES, key[8:], INDEX.pack(_DELIVERED, due, created, now, seq))
         next_seq[lane] = seq + 1
-        lateness.append(now - due if now > due else 0)
-        moved += 1
-    for lane, seq in next_seq.items():
+        since = due if due > created else created  # as in deliver: from max(due, arrival)
+        lateness.append(now - since if now > since else 0)
+    moved = 0
+    for lane, seq in next_seq.items():  # one counter update per topic, not per message
         txn.put(CF.META, keys.next_seq_key(lane), keys.u64(seq))
-        txn.woken_topics.add(lane[:-1].decode())
-    txn.add_pending(-moved)
+        topic = lane[:-1].decode()
+        txn.woken_topics.add(topic)
+        n = seq - first_seq[lane]
+        txn.count_topic(topic, scheduled=-n, delivered=n)
+        moved += n
     end = keys.successor(entries[-1][0])
     if len(entries) >= RANGE_DELETE_MIN:
         txn.delete_range(CF.TIMERS, entries[0][0], end)

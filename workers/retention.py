@@ -25,7 +25,6 @@ from workers.txn import Txn
 
 RETENTION_BATCH = 1_000  # log entries reclaimed per op: bounds one commit
 _HELD = (GroupState.INFLIGHT, GroupState.RETRYING, GroupState.READY)
-_SWEPT = b"swept" + keys.SEP
 
 
 def lanes(store: RocksStore) -> list[bytes]:
@@ -46,7 +45,7 @@ def sweep_lane(txn: Txn, lane: bytes, cutoff_ms: int) -> int:
     """Reclaim the oldest part of ``lane``; returns how many entries went."""
     if lane.startswith(keys.RETRY_PREFIX.encode()):
         return _sweep_read(txn, lane)
-    marker = _SWEPT + lane
+    marker = keys.swept_key(lane)
     raw = txn.get(CF.META, marker)
     start = keys.read_u64(raw) if raw else 0
     entries = txn.store.scan(
@@ -95,7 +94,7 @@ def _sweep_read(txn: Txn, lane: bytes) -> int:
     group = lane[len(keys.RETRY_PREFIX) : lane.index(keys.SEP)].decode()
     raw = txn.get(CF.META, keys.cursor_key(lane, group))
     cursor = keys.read_u64(raw) if raw else 0
-    marker = _SWEPT + lane
+    marker = keys.swept_key(lane)
     done = txn.get(CF.META, marker)
     start = keys.read_u64(done) if done else 0
     if cursor <= start:
