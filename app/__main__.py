@@ -19,6 +19,7 @@ from pydantic_settings import SettingsError
 
 from app import logs
 from app.config import Settings
+from app.http import BoundedHeaders
 from app.main import create_app
 from storage.errors import StorageError
 from workers.runner import Engine
@@ -141,7 +142,7 @@ def main() -> None:
         log_config=None,  # logs.configure's handler formats uvicorn's lines too
         access_log=False,  # ours (app/access.py) has the time taken
         loop="uvloop",
-        http="httptools",
+        http=BoundedHeaders,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
     try:

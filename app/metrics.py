@@ -133,6 +133,11 @@ class EngineCollector(Collector):
             "rocktimer_delivered_timers", "Timers moved into topic logs", e.deliverer.moved
         )
         yield CounterMetricFamily("rocktimer_commits", "Group commits written", e.writer.batches)
+        yield CounterMetricFamily(
+            "rocktimer_retention_lost",
+            "Messages a group had not consumed when their retention ended (gone for it)",
+            e.sweeper.lost,
+        )
         for event, doc in EVENTS.items():
             yield CounterMetricFamily(f"rocktimer_{event}", doc, e.events[event])
         yield histogram(

@@ -12,8 +12,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from storage import keys
-from storage.records import MessageRecord, TimerKind, decode_counts, decode_message
+from storage.records import MessageRecord, decode_counts
 from storage.store import CF, RocksStore
+from workers.timers import message
+from workers.timers.kind import internal
 
 LIST_SCAN_BUDGET = 10_000  # timer keys one page of scheduled messages may read: the
 # timers of every topic share one keyspace, so a rare topic's page may come back short
@@ -93,10 +95,9 @@ def scheduled(
     if after is not None:
         start = max(start, keys.successor(after))
     target = keys.topic_lane(topic)  # topic ‖ 0x00, as it follows the due time in a key
-    kind = TimerKind.MESSAGE
 
     def mine(key: bytes, value: bytes) -> bool:
-        return key.startswith(target, 8) and value[0] == kind
+        return key.startswith(target, 8) and not internal(key)
 
     found, resume = store.scan_where(CF.TIMERS, start, b"\xff" * 9, limit, LIST_SCAN_BUDGET, mine)
-    return [decode_message(value[1:]) for _, value in found], resume
+    return [message.decode_value(value) for _, value in found], resume

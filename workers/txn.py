@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from storage import keys
-from storage.keys import PENDING_KEY
+from storage.keys import PENDING_KEY, next_seq_key, u64
 from storage.records import Counts, decode_counts, encode_counts
 from storage.store import CF, DeleteRange, RocksStore
 
@@ -19,19 +19,24 @@ class Txn:
     Each op runs inside a savepoint: if it raises, its staged writes are rolled back and
     the other ops of the batch are untouched, so one bad request never writes half.
     Range deletes are not visible to reads; they only ever cover timer keys that the
-    batch has already moved (see Writer.scan_horizon).
+    batch has already moved (see Writer.scan_horizon), or a retry lane's entries its one
+    reader has passed. Everything else is deleted key by key, so that each op sees what
+    the ops before it in the batch did (retention beside a receive, issue 10.3).
     """
 
     def __init__(self, store: RocksStore, now_ms: int, cancels_committed: int = 0) -> None:
         self.store = store
         self.now_ms = now_ms
         self.cancels_committed = cancels_committed  # the writer's count before this batch
-        self.cancels = 0  # cancels staged in this batch
+        self.cancels = 0  # cancels and reschedules staged in this batch (see move_due)
         self.sync = False
         self.pending_delta = 0
         self.min_new_due: int | None = None
         self.woken_topics: set[str] = set()
         self.lateness_ms: list[int] = []
+        # The next seq of each lane appended to in this batch (workers/lanes.py): counted
+        # here, written once at commit instead of once per append.
+        self.lane_next: dict[bytes, int] = {}
         # Counter deltas, merged into their meta keys at commit (same WriteBatch), and
         # events for the process's metrics (acks, nacks, …), read by the commit hook.
         # Both are rolled back with the op that staged them.
@@ -62,6 +67,25 @@ class Txn:
                 out[i] = value
         return out
 
+    def scan(
+        self, cf: str, start: bytes, end: bytes, limit: int, *, new: bool = False
+    ) -> list[tuple[bytes, bytes]]:
+        """The store's entries in ``[start, end)`` as this batch left them so far: deleted
+        ones dropped, changed ones with their staged value. Keys first written in this
+        batch are added only with ``new`` (it walks every staged key of the CF: for small
+        meta scans; a lane's reader never passes them anyway, see workers/lanes.py)."""
+        found = self.store.scan(cf, start, end, limit)
+        staged = self._staged[cf]
+        if not staged:
+            return found
+        out = {key: staged.get(key, value) for key, value in found}
+        if new:
+            out.update((k, v) for k, v in staged.items() if start <= k < end and k not in out)
+        live = [(k, v) for k, v in out.items() if v is not None]
+        if new:
+            live.sort()
+        return live[:limit]
+
     # --- writes --------------------------------------------------------------------------
 
     def put(self, cf: str, key: bytes, value: bytes) -> None:
@@ -73,6 +97,12 @@ class Txn:
         staged = self._staged[cf]
         self._undo.append((staged, key, staged.get(key, _MISSING)))
         staged[key] = None
+
+    def set_lane_next(self, lane: bytes, seq: int) -> None:
+        """Record a lane's next seq (undone with the op, like a staged write)."""
+        lane_next = self.lane_next
+        self._undo.append((lane_next, lane, lane_next.get(lane, _MISSING)))
+        lane_next[lane] = seq
 
     def delete_range(self, cf: str, begin: bytes, end: bytes) -> None:
         self._ranges.append(DeleteRange(cf, begin, end))
@@ -136,9 +166,11 @@ class Txn:
     def commit(self, pending_total: int) -> None:
         """Write everything staged as one WriteBatch (range deletes first), unsynced: the
         writer's Syncer fsyncs the WAL before any durable op is answered."""
-        if self.pending_delta:
-            self._staged[CF.META][PENDING_KEY] = pending_total.to_bytes(8, "big")
         meta = self._staged[CF.META]
+        if self.pending_delta:
+            meta[PENDING_KEY] = pending_total.to_bytes(8, "big")
+        for lane, seq in self.lane_next.items():
+            meta[next_seq_key(lane)] = u64(seq)
         for key, (a, b, c) in self.counts.items():
             if a or b or c:
                 x, y, z = decode_counts(self.get(CF.META, key))

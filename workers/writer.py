@@ -26,7 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from storage.errors import DiskFullError, RocktimerError, StorageError
+from storage.errors import (
+    DiskFullError,
+    Overloaded,
+    RocktimerError,
+    StorageError,
+    WriterStopped,
+)
 from storage.keys import PENDING_KEY, read_u64
 from storage.store import CF, RocksStore
 from workers.clock import Clock
@@ -48,18 +54,6 @@ DISK_FULL_DETAIL = "the disk is nearly full: new messages are refused until spac
 BROKEN_STORE_DETAIL = "the store cannot write at the moment (disk full or I/O error)"
 BATCH_OPS_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, GROUP_COMMIT_MAX_OPS)
 FSYNC_BOUNDS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
-
-
-class Overloaded(RocktimerError):
-    """The writer queue is full; the client should back off and retry."""
-
-    def __init__(self, retry_after_s: int = 1) -> None:
-        super().__init__("the write queue is full; retry later")
-        self.retry_after_s = retry_after_s
-
-
-class WriterStopped(RocktimerError):
-    """The writer is not running (starting up or shutting down)."""
 
 
 class _Loop(OwnThread, abc.ABC):

@@ -11,8 +11,9 @@ from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
-from app.errors import InvalidInput, UnsupportedMediaType, invalid
+from app.errors import invalid
 from app.schemas import Problem
+from storage.errors import InvalidInput, UnsupportedMediaType
 
 M = TypeVar("M", bound=BaseModel)
 

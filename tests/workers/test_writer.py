@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from storage import keys
-from storage.errors import RocktimerError, StorageError
+from storage.errors import Overloaded, RocktimerError, StorageError, WriterStopped
 from storage.keys import PENDING_KEY
 from storage.records import MessageRecord, MessageState, decode_counts
 from storage.store import CF, Put
@@ -29,8 +29,9 @@ from tests.workers.support import (
 from workers import messages
 from workers.clock import FakeClock
 from workers.messages import SendOutcome
+from workers.timers import message
 from workers.txn import Txn
-from workers.writer import Overloaded, Writer, WriterStopped
+from workers.writer import Writer
 
 
 def put_op(cf: str, key: bytes, value: bytes) -> Callable[[Txn], None]:
@@ -515,6 +516,6 @@ def test_a_send_already_due_never_becomes_a_timer_key(
     assert due_now.state is MessageState.DELIVERED
     assert past.state is MessageState.DELIVERED
     assert future.state is MessageState.SCHEDULED
-    assert timer_keys(store) == [keys.message_timer_key(now + 1, "t", "next")]
+    assert timer_keys(store) == [message.timer_key(now + 1, "t", "next")]
     assert [r.msg_id for r in topic_log(store, "t")] == ["now", "past"]
     assert writer.pending_timers == 1
