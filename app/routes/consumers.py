@@ -10,7 +10,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of
-from app.routes.common import ERRORS, json_body, json_response, parse
+from app.openapi import BODY, V1, WRITE, json_body, replies
+from app.routes.common import json_response, parse
 from app.schemas import (
     AckRequest,
     AckResult,
@@ -67,7 +68,7 @@ def _per_receipt(receipts: list[str], statuses: list[str]) -> Response:
     operation_id="receive_messages",
     summary="Receive visible messages (long poll with wait_ms)",
     openapi_extra=json_body(ReceiveRequest),
-    responses={200: {"model": ReceiveResult}, **ERRORS},
+    responses=replies({200: ReceiveResult}, *V1, *BODY, *WRITE),
 )
 async def receive_messages(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     return await take(engine_of(request), topic, group, request)
@@ -85,7 +86,7 @@ async def take(engine: Engine, topic: str, group: str, request: Request) -> Resp
     operation_id="ack_messages",
     summary="Acknowledge received messages by receipt",
     openapi_extra=json_body(AckRequest),
-    responses={200: {"model": AckResult}, **ERRORS},
+    responses=replies({200: AckResult}, *V1, *BODY, *WRITE),
 )
 async def ack_messages(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     return await settle(engine_of(request), topic, group, request)
@@ -102,7 +103,7 @@ async def settle(engine: Engine, topic: str, group: str, request: Request) -> Re
     operation_id="nack_messages",
     summary="Fail received messages: they come back after the retry delay, or go to the DLQ",
     openapi_extra=json_body(NackRequest),
-    responses={200: {"model": NackResult}, **ERRORS},
+    responses=replies({200: NackResult}, *V1, *BODY, *WRITE),
 )
 async def nack_messages(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     return await fail(engine_of(request), topic, group, request)
@@ -120,7 +121,18 @@ async def fail(engine: Engine, topic: str, group: str, request: Request) -> Resp
     operation_id="change_invisibility",
     summary="Hold a received message longer (or shorter); returns a new receipt",
     openapi_extra=json_body(InvisibilityRequest),
-    responses={200: {"model": InvisibilityResult}, **ERRORS},
+    responses=replies(
+        {200: InvisibilityResult},
+        *V1,
+        *BODY,
+        *WRITE,
+        404,
+        409,
+        why={
+            404: "No message is held by this receipt in this topic and group",
+            409: "The receipt was acked, expired, or the message was received again",
+        },
+    ),
 )
 async def change_invisibility(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)
@@ -133,7 +145,9 @@ async def change_invisibility(topic: TopicPath, group: GroupPath, request: Reque
     "/messages/{msg_id}",
     operation_id="get_group_message",
     summary="A message as this group sees it",
-    responses={200: {"model": GroupMessageState}, **ERRORS},
+    responses=replies(
+        {200: GroupMessageState}, *V1, 404, why={404: "The group never saw this message"}
+    ),
 )
 async def get_group_message(
     topic: TopicPath, group: GroupPath, msg_id: MsgIdPath, request: Request
@@ -152,7 +166,7 @@ async def get_group_message(
     "",
     operation_id="get_group_settings",
     summary="The group's settings on this topic (defaults until set)",
-    responses={200: {"model": GroupSettings}, **ERRORS},
+    responses=replies({200: GroupSettings}, *V1),
 )
 async def get_group_settings(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)

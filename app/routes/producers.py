@@ -14,7 +14,8 @@ from app.config import Settings
 from app.deps import MsgIdPath, TopicPath, engine_of, settings_of
 from app.errors import InvalidInput, PayloadTooLarge, invalid, status_of
 from app.ids import new_msg_id, new_msg_ids
-from app.routes.common import ERRORS, json_body, json_response, parse, require_json
+from app.openapi import BODY, V1, WRITE, json_body, replies
+from app.routes.common import json_response, parse, require_json
 from app.schemas import (
     BatchEnvelope,
     BatchResult,
@@ -129,7 +130,14 @@ def _sent(out: SendOutcome) -> dict[str, Any]:
     summary="Schedule one message",
     status_code=201,
     openapi_extra=json_body(SendMessage),
-    responses={201: {"model": SendResult}, 200: {"model": SendResult}, **ERRORS},
+    responses=replies(
+        {201: SendResult, 200: SendResult},
+        *V1,
+        *BODY,
+        *WRITE,
+        409,
+        why={409: "The msg_id was cancelled"},
+    ),
 )
 async def send_message(topic: TopicPath, request: Request) -> Response:
     return await schedule_one(engine_of(request), settings_of(request), topic, request)
@@ -157,7 +165,7 @@ async def schedule_one(
     operation_id="send_messages",
     summary="Schedule up to 1000 messages, each on its own",
     openapi_extra=json_body(SendBatch),
-    responses={200: {"model": BatchResult}, **ERRORS},
+    responses=replies({200: BatchResult}, *V1, *BODY, *WRITE),
 )
 async def send_messages(topic: TopicPath, request: Request) -> Response:
     return await schedule_many(engine_of(request), settings_of(request), topic, request)
@@ -236,7 +244,7 @@ def _validate_items(
     "/{msg_id}",
     operation_id="get_message",
     summary="A message's state",
-    responses={200: {"model": MessageView}, **ERRORS},
+    responses=replies({200: MessageView}, *V1, 404),
 )
 async def get_message(topic: TopicPath, msg_id: MsgIdPath, request: Request) -> Response:
     engine = engine_of(request)
@@ -263,7 +271,7 @@ async def get_message(topic: TopicPath, msg_id: MsgIdPath, request: Request) -> 
     "/{msg_id}",
     operation_id="cancel_message",
     summary="Cancel a scheduled message (a uniq-key tombstone)",
-    responses={200: {"model": CancelResult}, **ERRORS},
+    responses=replies({200: CancelResult}, *V1, *WRITE, 404, 409, why={409: "Already delivered"}),
 )
 async def cancel_message(topic: TopicPath, msg_id: MsgIdPath, request: Request) -> Response:
     engine = engine_of(request)
