@@ -79,9 +79,8 @@ def install(app: FastAPI) -> None:
         if app.openapi_schema is not None:
             return app.openapi_schema
         schema = original()
-        _, defs = models_json_schema(
-            [(m, "validation") for m in (*REQUEST_MODELS, Problem)], ref_template=REF
-        )
+        models: tuple[type[BaseModel], ...] = (*REQUEST_MODELS, Problem)
+        _, defs = models_json_schema([(m, "validation") for m in models], ref_template=REF)
         schema.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
         app.openapi_schema = schema
         return schema
