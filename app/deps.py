@@ -7,7 +7,9 @@ FastAPI dependencies: dependency solving was a third of the event loop's time pe
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from fastapi import Path, Request
 
@@ -29,3 +31,16 @@ def settings_of(request: Request) -> Settings:
 TopicPath = Annotated[str, Path(pattern=NAME_PATTERN, description="Topic name (% as %25)")]
 GroupPath = Annotated[str, Path(pattern=NAME_PATTERN, description="Consumer group name")]
 MsgIdPath = Annotated[str, Path(pattern=MSG_ID_PATTERN, description="Message id (uniq key)")]
+
+
+@dataclass(frozen=True, slots=True)
+class PathParam:
+    type: Any  # the Annotated type FastAPI validates and documents
+    pattern: re.Pattern[str]  # the same rule, for the fast path (app/fastpath.py)
+
+
+PATH_PARAMS = {
+    "topic": PathParam(TopicPath, re.compile(NAME_PATTERN)),
+    "group": PathParam(GroupPath, re.compile(NAME_PATTERN)),
+    "msg_id": PathParam(MsgIdPath, re.compile(MSG_ID_PATTERN)),
+}

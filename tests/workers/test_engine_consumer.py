@@ -11,6 +11,8 @@ from workers.clock import FakeClock
 from workers.consume import ACKED, EXPIRED, UNKNOWN, Received
 from workers.receipts import encode_receipt
 from workers.runner import Engine
+from workers.timers import invisible
+from workers.timers.hold import GroupTimer
 
 INVISIBLE_MS = 5_000
 
@@ -122,7 +124,7 @@ def test_acked_message_does_not_come_back(engine: Engine, clock: FakeClock) -> N
     wait_until(
         lambda: (
             timer_keys(engine.store)
-            == [keys.invisible_timer_key(clock.now_ms() + INVISIBLE_MS, "t", "g", 1, 2)]
+            == [invisible.timer_key(clock.now_ms() + INVISIBLE_MS, GroupTimer("t", "g", 1, 2))]
         ),
         what="only n's new invisibility",
     )
