@@ -60,6 +60,9 @@ class Api:
             base_url=self.url, headers=headers, timeout=timeout, raise_on_unexpected_status=True
         )
 
+    def close(self) -> None:
+        self.client.get_httpx_client().close()
+
     def reply(
         self, operation: Callable[..., Response[T | Problem]], *args: Any, **kwargs: Any
     ) -> tuple[int, T]:

@@ -88,7 +88,9 @@ def options(
 
 def _api(ctx: typer.Context) -> Api:
     context: Context = ctx.obj
-    return context.api()
+    api = context.api()
+    ctx.call_on_close(api.close)
+    return api
 
 
 def _ms(parse: Any, text: str | None, flag: str) -> int | None:
