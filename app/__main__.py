@@ -8,6 +8,7 @@ import logging
 import uvicorn
 
 from app.config import Settings
+from app.http import BoundedHeaders
 from app.main import create_app
 
 GC_GEN0_THRESHOLD = 70_000
@@ -40,7 +41,7 @@ def main() -> None:
         log_level=settings.log_level,
         access_log=False,
         loop="uvloop",
-        http="httptools",
+        http=BoundedHeaders,
         timeout_graceful_shutdown=35,  # a long poll waits at most 30 s
     )
 

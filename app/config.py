@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import enum
+from dataclasses import fields
 from functools import cached_property
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from workers.runner import EngineConfig
-from workers.scanner import PUT_QUEUE_CHUNKS, SCAN_CHUNK
+
+# The engine's defaults are EngineConfig's own; the settings only add bounds and env names.
+ENGINE_DEFAULTS: dict[str, int] = {
+    f.name: f.default for f in fields(EngineConfig) if isinstance(f.default, int)
+}
 
 MiB = 1024 * 1024
 TEN_YEARS_MS = 315_576_000_000  # 10 x 365.25 days, api.md's default maximum delay
@@ -32,22 +37,17 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(4 * MiB, ge=1)
     max_request_bytes: int = Field(5 * MiB, ge=1)
     max_properties: int = Field(64, ge=0)
-    writer_queue_size: int = Field(10_000, ge=1)
-    scan_chunk: int = Field(SCAN_CHUNK, ge=1)
-    put_queue_chunks: int = Field(PUT_QUEUE_CHUNKS, ge=1)
-    sweep_interval_ms: int = Field(60_000, ge=10)
-    min_free_bytes: int = Field(64 * MiB, ge=0)
-    retention_ms: int = Field(72 * 3_600_000, ge=1_000)
+    writer_queue_size: int = Field(ENGINE_DEFAULTS["writer_queue_size"], ge=1)
+    scan_chunk: int = Field(ENGINE_DEFAULTS["scan_chunk"], ge=1)
+    put_queue_chunks: int = Field(ENGINE_DEFAULTS["put_queue_chunks"], ge=1)
+    sweep_interval_ms: int = Field(ENGINE_DEFAULTS["sweep_interval_ms"], ge=10)
+    min_free_bytes: int = Field(ENGINE_DEFAULTS["min_free_bytes"], ge=0)
+    retention_ms: int = Field(ENGINE_DEFAULTS["retention_ms"], ge=1_000)
+    dlq_retention_ms: int = Field(ENGINE_DEFAULTS["dlq_retention_ms"], ge=1_000)
+    max_receive_bytes: int = Field(ENGINE_DEFAULTS["max_receive_bytes"], ge=1)
     api_keys: dict[str, Role] = Field(default_factory=dict)
 
     @cached_property
     def engine(self) -> EngineConfig:
-        return EngineConfig(
-            data_dir=self.data_dir,
-            writer_queue_size=self.writer_queue_size,
-            scan_chunk=self.scan_chunk,
-            put_queue_chunks=self.put_queue_chunks,
-            sweep_interval_ms=self.sweep_interval_ms,
-            min_free_bytes=self.min_free_bytes,
-            retention_ms=self.retention_ms,
-        )
+        """The engine's part of the settings: every EngineConfig field, by name."""
+        return EngineConfig(**{f.name: getattr(self, f.name) for f in fields(EngineConfig)})

@@ -14,7 +14,6 @@ Every other request, and any path the middleware does not recognise, goes on to 
 from __future__ import annotations
 
 import inspect
-import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -25,10 +24,8 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.deps import PATH_PARAMS, engine_of, settings_of
-from app.errors import InvalidInput, problem, render
-from storage.errors import RocktimerError
-
-log = logging.getLogger("rocktimer.app")
+from app.errors import render
+from storage.errors import InvalidInput
 
 Call = Callable[..., Awaitable[Response]]
 """``call(engine, settings, request, **path_params)`` -> the response."""
@@ -115,9 +112,6 @@ class FastPaths:
         try:
             params = {name: _param(name, value) for name, value in raw.items()}
             response = await call(state.engine, state.settings, Request(scope, receive), **params)
-        except RocktimerError as exc:
+        except Exception as exc:  # the same rendering as FastAPI's handler: never a bare 500
             response = render(exc)
-        except Exception:  # as FastAPI's last-resort handler: a problem, never a bare 500
-            log.exception("unhandled error")
-            response = problem(500, "Internal Server Error", "an unexpected error occurred")
         await response(scope, receive, send)

@@ -84,6 +84,11 @@ class EngineCollector(Collector):
             "rocktimer_delivered_timers", "Timers moved into topic logs", e.deliverer.moved
         )
         yield CounterMetricFamily("rocktimer_commits", "Group commits written", e.writer.batches)
+        yield CounterMetricFamily(
+            "rocktimer_retention_lost",
+            "Messages a group had not consumed when their retention ended (gone for it)",
+            e.sweeper.lost,
+        )
         yield self.lateness.family()
 
 

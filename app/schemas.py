@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from workers.retry import DELAY_LEVELS_MS, MAX_RETRY_DELAY_MS, GroupSettings
 
@@ -18,7 +18,19 @@ MSG_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 U63 = 2**63 - 1  # times and durations fit a signed 64-bit int in every client language
 MAX_BATCH = 1000
 
-MsgId = Annotated[str, Field(pattern=MSG_ID_PATTERN, examples=["order-42"])]
+UNADDRESSABLE_IDS = frozenset({".", ".."})  # match the pattern, but a URL path drops them
+
+
+def addressable(msg_id: str) -> str:
+    """Refuse the msg_ids no URL can name (``.../messages/..`` is the parent path)."""
+    if msg_id in UNADDRESSABLE_IDS:
+        raise ValueError("'.' and '..' cannot be addressed in a URL")
+    return msg_id
+
+
+MsgId = Annotated[
+    str, Field(pattern=MSG_ID_PATTERN, examples=["order-42"]), AfterValidator(addressable)
+]
 Millis = Annotated[int, Field(ge=0, le=U63)]
 
 

@@ -194,6 +194,10 @@ def record_msg_id(record: bytes) -> str:
     return record[_MESSAGE.size : _MESSAGE.size + record[25]].decode()
 
 
+def record_is_base64(record: bytes) -> bool:
+    return record[24] & 0x7F == BodyEncoding.BASE64
+
+
 def record_delivered_at(record: bytes) -> int:
     return int.from_bytes(record[DELIVERED_AT_SLICE], "big")
 

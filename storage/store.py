@@ -26,6 +26,7 @@ BACKGROUND_JOBS = 2  # the machine has two cores; flush + compaction run beside 
 BYTES_PER_SYNC = 1024 * 1024  # smooth SST writes instead of one burst at the end
 MAX_TOTAL_WAL_BYTES = 128 * 1024 * 1024  # flush quiet CFs (meta) so WAL replay stays short:
 # without it meta's memtable pinned ~3 GiB of WAL at 10M timers and a restart took 6 s
+SECRET_BYTES = 32  # store secrets (receipt MACs): HMAC-SHA256's own key size
 BLOOM_BITS_PER_KEY = 10  # ~1% false positives: a send of a new msg_id skips SSTs it isn't in
 
 
@@ -93,6 +94,7 @@ class RocksStore:
         self._closed = False
         self.failed = False  # a write failed: RocksDB refuses writes until reopened
         self.reopens = 0
+        self._secrets: dict[bytes, bytes] = {}
         self._open()
 
     def _open(self) -> None:
@@ -119,6 +121,19 @@ class RocksStore:
         gc.collect()  # the last reference to the old DB must go before its LOCK is free
         self._open()
         self.reopens += 1
+
+    def secret(self, key: bytes) -> bytes:
+        """A random 32-byte secret kept in meta under ``key``: made (synced) on first use,
+        the same across restarts, read once per process."""
+        cached = self._secrets.get(key)
+        if cached is not None:
+            return cached
+        value = self.get(CF.META, key)
+        if value is None:
+            value = os.urandom(SECRET_BYTES)
+            self.write([Put(CF.META, key, value)], sync=True)
+        self._secrets[key] = value
+        return value
 
     def free_bytes(self) -> int:
         """Bytes the data directory's filesystem still has for us."""

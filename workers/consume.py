@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from storage import keys
+from storage.errors import MessageNotFound, ReceiptRejected
 from storage.records import (
     DeadLetter,
     GroupState,
@@ -30,10 +31,11 @@ from storage.records import (
     decode_message,
     encode_dead,
     encode_inflight,
+    record_is_base64,
+    stamp_delivered,
 )
 from storage.store import CF, RocksStore
-from workers import lanes
-from workers.errors import MessageConflict, MessageNotFound
+from workers import lanes, retention
 from workers.receipts import decode_receipt, encode_receipt
 from workers.retry import GroupSettings, decode_settings, encode_settings, retry_delay_ms
 from workers.timers import invisible, retry
@@ -49,23 +51,83 @@ class Received(NamedTuple):
     receipt: str
 
 
-def receive(txn: Txn, topic: str, group: str, limit: int, invisible_ms: int) -> list[Received]:
-    """Hold up to ``limit`` visible messages for ``invisible_ms``: redeliveries first."""
+MAX_RECEIVE_BYTES = 8 * 1024 * 1024  # a receive reply's messages, about (api.md, Edges)
+_ITEM_OVERHEAD = 256  # the JSON around one message: names, times, receipt
+
+
+class _Room:
+    """What is left of a receive reply's byte budget; the first message always fits."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.left = max_bytes
+        self.taken = 0
+
+    def fits(self, record: bytes | None) -> bool:
+        size = _reply_bytes(record)
+        if self.taken and size > self.left:
+            return False
+        self.left -= size
+        self.taken += 1
+        return True
+
+
+def _reply_bytes(record: bytes | None) -> int:
+    """About what a stored record takes in a receive reply (a base64 body grows by 4/3)."""
+    if record is None:
+        return 0
+    size = len(record) + _ITEM_OVERHEAD
+    return size * 4 // 3 if record_is_base64(record) else size
+
+
+def receive(
+    txn: Txn,
+    topic: str,
+    group: str,
+    limit: int,
+    invisible_ms: int,
+    max_bytes: int = MAX_RECEIVE_BYTES,
+) -> list[Received]:
+    """Hold up to ``limit`` visible messages for ``invisible_ms``: redeliveries first.
+    Stops adding messages at about ``max_bytes`` of reply, after at least one."""
     out: list[Received] = []
+    room = _Room(max_bytes)
     topic_lane = keys.topic_lane(topic)
-    for _, value in lanes.read(txn, keys.retry_lane(topic, group), group, limit):
-        seq = keys.read_u64(value)
+
+    def logged(ref: bytes) -> bytes | None:
+        return txn.get(CF.LOGS, keys.log_key(topic_lane, keys.read_u64(ref)))
+
+    retries = lanes.read(
+        txn, keys.retry_lane(topic, group), group, limit, lambda ref: room.fits(logged(ref))
+    )
+    dead_of = topic[len(keys.DLQ_PREFIX) :] if topic.startswith(keys.DLQ_PREFIX) else None
+
+    def gone(record: MessageRecord) -> bool:
+        """A dead letter redriven since: no longer one (nor listed, nor redrivable)."""
+        return dead_of is not None and not _still_dead(txn, dead_of, record)
+
+    for _, ref in retries:
+        seq = keys.read_u64(ref)
         raw = txn.get(CF.INFLIGHT, keys.inflight_key(topic, group, seq))
-        record = txn.get(CF.LOGS, keys.log_key(topic_lane, seq))
-        if raw is None or record is None:
-            continue  # swept past retention
-        state = decode_inflight(raw)
-        if state.state is GroupState.READY:
-            out.append(_hold(txn, topic, group, seq, decode_message(record), state, invisible_ms))
-    for key, value in lanes.read(txn, topic_lane, group, limit - len(out)):
-        seq = keys.log_seq(key)
-        out.append(_hold(txn, topic, group, seq, decode_message(value), None, invisible_ms))
+        value = logged(ref)
+        if raw is None or value is None:
+            continue  # its retention ended meanwhile
+        state, record = decode_inflight(raw), decode_message(value)
+        if state.state is GroupState.READY and not gone(record):
+            out.append(_hold(txn, topic, group, seq, record, state, invisible_ms))
+    for key, value in lanes.read(txn, topic_lane, group, limit - len(out), room.fits):
+        record = decode_message(value)
+        if not gone(record):
+            out.append(_hold(txn, topic, group, keys.log_seq(key), record, None, invisible_ms))
     return out
+
+
+def _still_dead(txn: Txn, group: str, letter: MessageRecord) -> bool:
+    seq = retention.dead_seq(txn, group, letter.topic, letter.msg_id, letter.delivered_at_ms)
+    return seq is not None
+
+
+def _secret(txn: Txn) -> bytes:
+    return txn.store.secret(keys.RECEIPT_SECRET_KEY)
 
 
 def _deadline(txn: Txn, invisible_ms: int) -> int:
@@ -85,7 +147,10 @@ def _hold(
     invisible_ms: int,
 ) -> Received:
     attempt = (prev.attempts if prev else 0) + 1
-    generation = (prev.generation if prev else 0) + 1
+    # A first hold's generation is the time: a lane's seqs start again at 0 once retention
+    # emptied it, and a receipt (or a timer) of a message that had the same seq before
+    # then must not match the new one.
+    generation = prev.generation + 1 if prev else txn.now_ms
     held = Inflight(
         GroupState.INFLIGHT,
         attempt,
@@ -95,7 +160,7 @@ def _hold(
     )
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(held))
     _put_timer(txn, invisible.timer_key, topic, group, seq, held)
-    return Received(record, attempt, encode_receipt(topic, group, seq, generation))
+    return Received(record, attempt, encode_receipt(_secret(txn), topic, group, seq, generation))
 
 
 def _put_timer(
@@ -156,10 +221,6 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
     return out
 
 
-class ReceiptRejected(MessageConflict):
-    """The receipt no longer controls the message (acked, expired, or received again)."""
-
-
 def change_invisibility(txn: Txn, topic: str, group: str, receipt: str, invisible_ms: int) -> str:
     """Hold the message for ``invisible_ms`` from now; returns the new receipt (the old
     one stops working), as RocketMQ's changeInvisibleDuration."""
@@ -176,12 +237,12 @@ def change_invisibility(txn: Txn, topic: str, group: str, receipt: str, invisibl
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(renewed))
     _put_timer(txn, invisible.timer_key, topic, group, seq, renewed)
     txn.sync = True
-    return encode_receipt(topic, group, seq, renewed.generation)
+    return encode_receipt(_secret(txn), topic, group, seq, renewed.generation)
 
 
 def _held(txn: Txn, topic: str, group: str, receipt: str) -> tuple[int, Inflight] | str:
     """The in-flight record a receipt still controls, or the status to answer instead."""
-    decoded = decode_receipt(receipt, topic, group)
+    decoded = decode_receipt(_secret(txn), receipt, topic, group)
     if decoded is None:
         return UNKNOWN
     raw = txn.get(CF.INFLIGHT, keys.inflight_key(topic, group, decoded.seq))
@@ -208,6 +269,10 @@ def fail(
 ) -> None:
     """A failed attempt: dead after max_attempts, else visible again after ``delay_ms``."""
     now = txn.now_ms
+    slot = keys.inflight_key(topic, group, seq)
+    if txn.get(CF.META, keys.held_key(keys.topic_lane(topic), seq)) is not None:
+        txn.delete(CF.INFLIGHT, slot)  # past its retention: gone for the group (retention.py)
+        return
     if held.attempts >= settings.max_attempts:
         _bury(txn, topic, group, seq, held)
         return
@@ -217,7 +282,7 @@ def fail(
     waiting = held._replace(
         state=GroupState.RETRYING, deadline_ms=now + delay_ms, last_failure_ms=now
     )
-    txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(waiting))
+    txn.put(CF.INFLIGHT, slot, encode_inflight(waiting))
     _put_timer(txn, retry.timer_key, topic, group, seq, waiting)
 
 
@@ -229,15 +294,18 @@ def make_ready(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> No
 
 
 def _bury(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
-    """Move the message to %DLQ%group, keeping its source topic, attempts, last failure."""
+    """Move the message to %DLQ%group, keeping its source topic, attempts, last failure;
+    its delivered_at there is when it went dead (the DLQ's retention counts from it)."""
     now = txn.now_ms
     raw = txn.get(CF.LOGS, keys.log_key(keys.topic_lane(topic), seq))
+    slot = keys.inflight_key(topic, group, seq)
+    if raw is None:  # gone past retention: nothing left to keep
+        txn.delete(CF.INFLIGHT, slot)
+        return
     dead = held._replace(state=GroupState.DEAD, deadline_ms=now, last_failure_ms=now)
-    txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(dead))
-    if raw is None:
-        return  # swept past retention: nothing left to keep
+    txn.put(CF.INFLIGHT, slot, encode_inflight(dead))
     record = decode_message(raw)
-    lanes.append(txn, keys.dlq_lane(group), raw)
+    lanes.append(txn, keys.dlq_lane(group), stamp_delivered(raw, now))
     letter = DeadLetter(record.msg_id, held.attempts, now, now)
     txn.put(CF.DEAD, keys.dead_key(topic, group, now, seq), encode_dead(letter))
     txn.woken_topics.add(keys.DLQ_PREFIX + group)

@@ -5,6 +5,8 @@ A topic's log is one lane; each group's retry lane for a topic is another (stora
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from storage import keys
 from storage.store import CF
 from workers.txn import Txn
@@ -25,18 +27,30 @@ def append(txn: Txn, lane: bytes, value: bytes) -> int:
     return seq
 
 
-def read(txn: Txn, lane: bytes, group: str, limit: int) -> list[tuple[bytes, bytes]]:
+def read(
+    txn: Txn,
+    lane: bytes,
+    group: str,
+    limit: int,
+    fits: Callable[[bytes], bool] | None = None,
+) -> list[tuple[bytes, bytes]]:
     """The next ``limit`` entries of a lane after the group's cursor; advances the cursor.
 
-    Reads the store, not the batch: entries appended earlier in this same batch are seen
-    by the next receive (the cursor never passes an entry it did not return).
+    Entries deleted earlier in this batch (by retention) are skipped; entries appended
+    earlier in this same batch are seen by the next receive (the cursor never passes an
+    entry it did not return). ``fits(value)``: stop before the first entry it refuses.
     """
     if limit <= 0:
         return []
     cursor_key = keys.cursor_key(lane, group)
     raw = txn.get(CF.META, cursor_key)
     start = keys.read_u64(raw) if raw else 0
-    entries = txn.store.scan(CF.LOGS, keys.log_key(lane, start), keys.prefix_end(lane), limit)
+    entries = txn.scan(CF.LOGS, keys.log_key(lane, start), keys.prefix_end(lane), limit)
+    if fits is not None:
+        for taken, (_, value) in enumerate(entries):
+            if not fits(value):
+                entries = entries[:taken]
+                break
     if entries:
         txn.put(CF.META, cursor_key, keys.u64(keys.log_seq(entries[-1][0]) + 1))
     return entries

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from storage import keys
+from storage.errors import MessageConflict, MessageNotFound
 from storage.records import (
     INDEX,
     IndexEntry,
@@ -20,7 +21,6 @@ from storage.records import (
 )
 from storage.store import CF, RocksStore
 from workers import lanes
-from workers.errors import MessageConflict, MessageNotFound
 from workers.timers import message
 from workers.txn import Txn
 
@@ -142,6 +142,7 @@ def cancel(txn: Txn, topic: str, msg_id: str) -> CancelOutcome:
     txn.delete(CF.TIMERS, message.timer_key(entry.due_ms, topic, msg_id))
     done = entry._replace(state=MessageState.CANCELLED, done_at_ms=txn.now_ms)
     txn.put(CF.MESSAGES, index_key, encode_index(done))
+    txn.put(CF.META, keys.tombstone_key(txn.now_ms, index_key), b"")  # reclaimed after retention
     txn.add_pending(-1)
     txn.cancels += 1
     txn.sync = True

@@ -34,7 +34,9 @@ class EngineConfig:
     put_queue_chunks: int = PUT_QUEUE_CHUNKS
     sweep_interval_ms: int = 60_000
     retention_ms: int = 72 * 3_600_000  # delivered messages kept (RocketMQ fileReservedTime)
+    dlq_retention_ms: int = 72 * 3_600_000  # dead letters kept from dead_at (RocketMQ: 3 days)
     min_free_bytes: int = 64 * 1024 * 1024  # below this, sends get 503 (room to drain)
+    max_receive_bytes: int = consume.MAX_RECEIVE_BYTES  # a receive reply's messages, about
 
 
 ItemOutcome = messages.SendOutcome | Exception
@@ -50,6 +52,7 @@ class Engine:
         self.config = config
         self.clock = clock or RealClock()
         self.store = RocksStore(config.data_dir)
+        self.store.secret(keys.RECEIPT_SECRET_KEY)  # made now, before any worker runs
         self.long_polls = LongPolls()
         self._observe_lateness = observe_lateness
         self.writer = Writer(
@@ -70,6 +73,7 @@ class Engine:
             config.sweep_interval_ms,
             writer=self.writer,
             retention_ms=config.retention_ms,
+            dlq_retention_ms=config.dlq_retention_ms,
         )
         self.started = False
 
@@ -145,7 +149,9 @@ class Engine:
         """
 
         def look(txn: Txn) -> list[consume.Received]:
-            return consume.receive(txn, topic, group, limit, invisible_ms)
+            return consume.receive(
+                txn, topic, group, limit, invisible_ms, self.config.max_receive_bytes
+            )
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000

@@ -42,6 +42,25 @@ class Chunk(list[tuple[bytes, bytes]]):
         self.cancel_mark = cancel_mark
 
 
+def _resume_cursor(watermark: bytes | None, now_ms: int) -> bytes:
+    """Where a restarted scan starts: past the span moved before (the watermark), unless
+    the clock is now behind it (stepped back across the restart). Then keys can be sent
+    due between now and the watermark, and every key at or before now must be due whatever
+    the watermark says (invariant 3): scan from the start, once."""
+    if not watermark:
+        return b""
+    moved_up_to = keys.read_u64(watermark)
+    if moved_up_to <= now_ms:
+        return watermark
+    log.warning(
+        "the clock is %d ms behind the last delivery (due %d ms): the clock stepped back; "
+        "scanning every timer from the start",
+        moved_up_to - now_ms,
+        moved_up_to,
+    )
+    return b""
+
+
 class Scanner(WorkerThread):
     name = "rocktimer-scanner"
 
@@ -59,7 +78,7 @@ class Scanner(WorkerThread):
         self.clock = clock
         self.put_queue = put_queue
         self.chunk = chunk
-        self.cursor = store.get(CF.META, keys.WATERMARK_KEY) or b""
+        self.cursor = _resume_cursor(store.get(CF.META, keys.WATERMARK_KEY), clock.now_ms())
         self.held = 0  # keys in hand right now (introspection for tests and metrics)
         self.held_max = 0
         self.scans = 0

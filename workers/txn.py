@@ -17,7 +17,9 @@ class Txn:
     Each op runs inside a savepoint: if it raises, its staged writes are rolled back and
     the other ops of the batch are untouched, so one bad request never writes half.
     Range deletes are not visible to reads; they only ever cover timer keys that the
-    batch has already moved (see Writer.scan_horizon).
+    batch has already moved (see Writer.scan_horizon), or a retry lane's entries its one
+    reader has passed. Everything else is deleted key by key, so that each op sees what
+    the ops before it in the batch did (retention beside a receive, issue 10.3).
     """
 
     def __init__(self, store: RocksStore, now_ms: int, cancels_committed: int = 0) -> None:
@@ -57,6 +59,25 @@ class Txn:
             for i, value in zip(missing, found, strict=True):
                 out[i] = value
         return out
+
+    def scan(
+        self, cf: str, start: bytes, end: bytes, limit: int, *, new: bool = False
+    ) -> list[tuple[bytes, bytes]]:
+        """The store's entries in ``[start, end)`` as this batch left them so far: deleted
+        ones dropped, changed ones with their staged value. Keys first written in this
+        batch are added only with ``new`` (it walks every staged key of the CF: for small
+        meta scans; a lane's reader never passes them anyway, see workers/lanes.py)."""
+        found = self.store.scan(cf, start, end, limit)
+        staged = self._staged[cf]
+        if not staged:
+            return found
+        out = {key: staged.get(key, value) for key, value in found}
+        if new:
+            out.update((k, v) for k, v in staged.items() if start <= k < end and k not in out)
+        live = [(k, v) for k, v in out.items() if v is not None]
+        if new:
+            live.sort()
+        return live[:limit]
 
     # --- writes --------------------------------------------------------------------------
 

@@ -25,7 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from storage.errors import DiskFullError, RocktimerError, StorageError
+from storage.errors import (
+    DiskFullError,
+    Overloaded,
+    RocktimerError,
+    StorageError,
+    WriterStopped,
+)
 from storage.keys import PENDING_KEY, read_u64
 from storage.store import CF, RocksStore
 from workers.clock import Clock
@@ -44,18 +50,6 @@ DISK_CHECK_MS = 50  # statvfs at most this often (it was 4% of the writer under 
 REOPEN_BACKOFF_MS = 500  # between attempts to reopen a store whose write failed
 DISK_FULL_DETAIL = "the disk is nearly full: new messages are refused until space is freed"
 BROKEN_STORE_DETAIL = "the store cannot write at the moment (disk full or I/O error)"
-
-
-class Overloaded(RocktimerError):
-    """The writer queue is full; the client should back off and retry."""
-
-    def __init__(self, retry_after_s: int = 1) -> None:
-        super().__init__("the write queue is full; retry later")
-        self.retry_after_s = retry_after_s
-
-
-class WriterStopped(RocktimerError):
-    """The writer is not running (starting up or shutting down)."""
 
 
 class _Loop(OwnThread, abc.ABC):

@@ -10,11 +10,11 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of
-from app.errors import InvalidInput
 from app.openapi import BODY, V1, WRITE, json_body, replies
 from app.routes.common import json_response, parse
 from app.schemas import DeadLetterPage, RedriveResult
 from storage import keys
+from storage.errors import InvalidInput
 from workers.retry import GroupSettings
 
 router = APIRouter(

@@ -9,7 +9,8 @@ from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
-from app.errors import UnsupportedMediaType, invalid
+from app.errors import invalid
+from storage.errors import UnsupportedMediaType
 
 M = TypeVar("M", bound=BaseModel)
 

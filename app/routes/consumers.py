@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app.config import Settings
-from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of
+from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic
 from app.fastpath import fast_route
 from app.openapi import BODY, V1, WRITE, json_body, replies
 from app.routes.common import json_response, parse
@@ -77,6 +77,7 @@ def _per_receipt(receipts: list[str], statuses: list[str]) -> Response:
 async def receive_messages(
     engine: Engine, settings: Settings, request: Request, topic: str, group: str
 ) -> Response:
+    readable_topic(topic)
     req = await parse(request, ReceiveRequest)
     got = await engine.receive(topic, group, req.max_messages, req.wait_ms, req.invisible_ms)
     return json_response({"messages": [_received(topic, g) for g in got]})
@@ -94,6 +95,7 @@ async def receive_messages(
 async def ack_messages(
     engine: Engine, settings: Settings, request: Request, topic: str, group: str
 ) -> Response:
+    readable_topic(topic)
     req = await parse(request, AckRequest)
     return _per_receipt(req.receipts, await engine.ack(topic, group, list(req.receipts)))
 
@@ -110,6 +112,7 @@ async def ack_messages(
 async def nack_messages(
     engine: Engine, settings: Settings, request: Request, topic: str, group: str
 ) -> Response:
+    readable_topic(topic)
     req = await parse(request, NackRequest)
     statuses = await engine.nack(topic, group, list(req.receipts), req.delay_ms)
     return _per_receipt(req.receipts, statuses)
@@ -135,6 +138,7 @@ async def nack_messages(
 )
 async def change_invisibility(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)
+    readable_topic(topic)
     req = await parse(request, InvisibilityRequest)
     receipt = await engine.change_invisibility(topic, group, req.receipt, req.invisible_ms)
     return json_response({"receipt": receipt})

@@ -11,8 +11,8 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from app.config import Settings
-from app.deps import MsgIdPath, TopicPath, engine_of
-from app.errors import InvalidInput, PayloadTooLarge, invalid, status_of
+from app.deps import MsgIdPath, TopicPath, engine_of, writable_topic
+from app.errors import invalid, public_detail, status_of
 from app.fastpath import fast_route
 from app.ids import new_msg_id, new_msg_ids
 from app.openapi import BODY, V1, WRITE, json_body, replies
@@ -26,7 +26,7 @@ from app.schemas import (
     SendMessage,
     SendResult,
 )
-from storage.keys import RESERVED_PREFIXES
+from storage.errors import InvalidInput, PayloadTooLarge
 from storage.records import BodyEncoding, MessageRecord, MessageState
 from workers.messages import SendOutcome
 from workers.retry import DELAY_LEVELS_MS
@@ -36,15 +36,6 @@ router = APIRouter(
     prefix="/v1/topics/{topic}/messages",
     tags=["producer"],
 )
-
-
-def writable_topic(topic: str) -> str:
-    if topic.startswith(RESERVED_PREFIXES):
-        reason = f"names starting with {', '.join(RESERVED_PREFIXES)} are reserved"
-        raise InvalidInput(
-            f"topic: {reason}", [{"loc": ["path", "topic"], "field": "topic", "reason": reason}]
-        )
-    return topic
 
 
 def _bad(loc: list[str | int], field: str, reason: str) -> InvalidInput:
@@ -218,7 +209,7 @@ async def send_messages(
             results[index] = {
                 "index": index,
                 "status": status_of(outcome)[0],
-                "error": str(outcome),
+                "error": public_detail(outcome),
             }
         else:
             results[index] = {
@@ -244,7 +235,7 @@ def _validate_items(
         except ValidationError as exc:
             err = invalid(exc, ["body", "messages", index])
             items.append(None)
-            results.append({"index": index, "status": err.status, "error": str(err)})
+            results.append({"index": index, "status": status_of(err)[0], "error": str(err)})
     return items, results
 
 

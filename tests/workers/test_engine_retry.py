@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from storage.errors import MessageConflict, MessageNotFound
 from storage.keys import DLQ_PREFIX
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import record, run, wait_until
 from workers.clock import FakeClock
 from workers.consume import Received
-from workers.errors import MessageConflict, MessageNotFound
 from workers.retry import FixedPolicy, GroupSettings
 from workers.runner import Engine
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from storage import keys
-from storage.errors import RocktimerError, StorageError
+from storage.errors import Overloaded, RocktimerError, StorageError, WriterStopped
 from storage.keys import PENDING_KEY
 from storage.records import MessageRecord, MessageState
 from storage.store import CF, Put
@@ -31,7 +31,7 @@ from workers.clock import FakeClock
 from workers.messages import SendOutcome
 from workers.timers import message
 from workers.txn import Txn
-from workers.writer import Overloaded, Writer, WriterStopped
+from workers.writer import Writer
 
 
 def put_op(cf: str, key: bytes, value: bytes) -> Callable[[Txn], None]:
