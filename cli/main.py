@@ -6,6 +6,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -32,7 +33,7 @@ from rocktimer_client.models import (
     SendMessage,
     SendMessagePropertiesType0,
 )
-from rocktimer_client.types import UNSET, Unset
+from rocktimer_client.types import UNSET, Response, Unset
 
 from cli import batchfile
 from cli.connection import DEFAULT_URL, Api, Exit, Failed
@@ -47,6 +48,7 @@ EXIT_CODES = (
 MAX_BATCH = 1000  # items per request (api.md)
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # JSON per request, under the server's 5 MiB default
 MAX_POLL_MS = 30_000
+MAX_REDRIVE_ALL = 1_000_000  # dead letters one `dlq redrive --all` sends back
 _ITEM_PREFIX = re.compile(r"^messages\.\d+\.")  # the longest long poll the server takes
 
 app = typer.Typer(
@@ -139,8 +141,6 @@ def send(
     as_json: Json = False,
 ) -> None:
     """Schedule one message (now, after --delay, at --at, or at delay --level)."""
-    if sum(x is not None for x in (delay, at, level)) > 1:
-        raise typer.BadParameter("give at most one", param_hint="--delay, --at, --level")
     properties: SendMessagePropertiesType0 | Unset = UNSET
     if prop:
         pairs = [p.partition("=") for p in prop]
@@ -153,9 +153,7 @@ def send(
         body_encoding="base64" if base64 else "utf8",
         properties=properties,
         tag=tag if tag is not None else UNSET,
-        delay_ms=_or_unset(_ms(parse_duration_ms, delay, "--delay")),
-        deliver_at_ms=_or_unset(_ms(parse_time_ms, at, "--at")),
-        delay_level=_or_unset(level),
+        **_deliver_time(delay, at, level),
     )
     status, sent = _api(ctx).reply(send_message.sync_detailed, topic, body=message)
     out = Out(as_json)
@@ -168,8 +166,16 @@ def send(
     )
 
 
-def _or_unset(value: int | None) -> int | Unset:
-    return UNSET if value is None else value
+def _deliver_time(delay: str | None, at: str | None, level: int | None) -> dict[str, int]:
+    """--delay / --at / --level as the API's delay_ms / deliver_at_ms / delay_level."""
+    if sum(x is not None for x in (delay, at, level)) > 1:
+        raise typer.BadParameter("give at most one", param_hint="--delay, --at, --level")
+    given = {
+        "delay_ms": _ms(parse_duration_ms, delay, "--delay"),
+        "deliver_at_ms": _ms(parse_time_ms, at, "--at"),
+        "delay_level": level,
+    }
+    return {name: value for name, value in given.items() if value is not None}
 
 
 @app.command()
@@ -450,7 +456,7 @@ def dlq_list(
     as_json: Json = False,
 ) -> None:
     """The group's dead letters from TOPIC, oldest first."""
-    items = _dead_letters(_api(ctx), topic, group, limit)
+    items = _pages(_api(ctx), list_dead_letters.sync_detailed, topic, group, limit=limit)
     out = Out(as_json)
     if as_json:
         for item in items:
@@ -474,18 +480,15 @@ def dlq_list(
     )
 
 
-def _dead_letters(api: Api, topic: str, group: str, limit: int) -> list[dict[str, Any]]:
+def _pages(
+    api: Api, operation: Callable[..., Response[Any]], *args: str, limit: int
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` items of a paged listing, following its cursors."""
     items: list[dict[str, Any]] = []
     cursor: str | Unset = UNSET
     while len(items) < limit:
-        page = api.call(
-            list_dead_letters.sync_detailed,
-            topic,
-            group,
-            cursor=cursor,
-            limit=min(limit - len(items), MAX_BATCH),
-        )
-        items += [d.to_dict() for d in page.items]
+        page = api.call(operation, *args, cursor=cursor, limit=min(limit - len(items), MAX_BATCH))
+        items += [item.to_dict() for item in page.items]
         if isinstance(page.next_cursor, Unset) or not page.items:
             break
         cursor = page.next_cursor
@@ -511,7 +514,10 @@ def dlq_redrive(
             "name dead letters to redrive, or give --all", param_hint="MSG_IDS"
         )
     api, out = _api(ctx), Out(as_json)
-    targets = msg_ids or [d["msg_id"] for d in _dead_letters(api, topic, group, 1_000_000)]
+    targets = msg_ids or [
+        d["msg_id"]
+        for d in _pages(api, list_dead_letters.sync_detailed, topic, group, limit=MAX_REDRIVE_ALL)
+    ]
     for msg_id in targets:
         done = api.call(redrive_dead_letter.sync_detailed, topic, group, msg_id)
         if as_json:

@@ -59,3 +59,15 @@ class Out:
         for row in rows:
             table.add_row(*(escape(str(cell)) for cell in row))
         self.console.print(table)
+
+
+def count(n: int) -> str:
+    """12 -> "12", 12_345 -> "12.3k", 1_234_567 -> "1.2M" (--json gives exact numbers)."""
+    if n < 10_000:
+        return str(n)
+    text = str(n)
+    for unit, size in (("k", 1e3), ("M", 1e6), ("G", 1e9)):
+        text = f"{n / size:.1f}".removesuffix(".0") + unit
+        if n / size < 999.95:
+            break
+    return text
