@@ -45,6 +45,12 @@ class Settings(BaseSettings):
     retention_ms: int = Field(ENGINE_DEFAULTS["retention_ms"], ge=1_000)
     dlq_retention_ms: int = Field(ENGINE_DEFAULTS["dlq_retention_ms"], ge=1_000)
     max_receive_bytes: int = Field(ENGINE_DEFAULTS["max_receive_bytes"], ge=1)
+    events: bool = bool(ENGINE_DEFAULTS["events"])
+    events_seal_ms: int = Field(ENGINE_DEFAULTS["events_seal_ms"], ge=10)
+    events_retention_ms: int = Field(ENGINE_DEFAULTS["events_retention_ms"], ge=1_000)
+    # Deliveries this far behind (the oldest due timer not yet in its topic log): sends
+    # get 429 + Retry-After and /readyz says "lagging", until back under half of it.
+    due_backlog_limit_ms: int = Field(ENGINE_DEFAULTS["due_backlog_limit_ms"], ge=1)
     api_keys: dict[str, Role] = Field(default_factory=dict)
 
     @cached_property

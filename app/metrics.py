@@ -16,6 +16,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from workers.lag import DUE_COUNT_CAP
 from workers.runner import Engine
 
 # Lateness buckets in ms: the target is p99 <= 10 ms, so resolve the low end finely.
@@ -79,6 +80,22 @@ class EngineCollector(Collector):
         )
         yield GaugeMetricFamily(
             "rocktimer_long_polls", "Receivers waiting in a long poll", e.long_polls.waiting
+        )
+        yield GaugeMetricFamily(
+            "rocktimer_due_backlog_timers",
+            "Due timers not yet in their topic log (those not yet scanned: up to "
+            f"{DUE_COUNT_CAP:,})",
+            e.lag.timers(),
+        )
+        yield GaugeMetricFamily(
+            "rocktimer_due_backlog_oldest_seconds",
+            "How long the oldest due timer not yet in its topic log has been due",
+            e.lag.age_ms() / 1000,
+        )
+        yield CounterMetricFamily(
+            "rocktimer_sends_refused_lagging",
+            "Sends answered 429 because deliveries lagged",
+            e.lag.refused,
         )
         yield CounterMetricFamily(
             "rocktimer_delivered_timers", "Timers moved into topic logs", e.deliverer.moved

@@ -235,9 +235,11 @@ class Problem(_Reply):
 
 
 class Health(_Reply):
-    status: str
+    status: str  # alive (healthz); ready, or lagging: deliveries behind, sends get 429
     pending_timers: int | None = None
     writer_queue: int | None = None
+    due_backlog_timers: int | None = None
+    due_backlog_oldest_ms: int | None = None
 
 
 REQUEST_MODELS: tuple[type[BaseModel], ...] = (

@@ -161,6 +161,14 @@ def dlq_lane(group: str) -> bytes:
     return topic_lane(DLQ_PREFIX + group)
 
 
+# --- events: u64be(first seq) -> the events one batch staged (storage/events.py) --------
+
+
+def event_key(seq: int) -> bytes:
+    return _U64.pack(seq)
+
+
+EVENTS_NEXT_KEY = b"events-next-seq"  # meta: the seq the next event gets (never reused)
 WATERMARK_KEY = b"timer-watermark"
 RECEIPT_SECRET_KEY = b"receipt-secret"  # the MAC key of receipts (workers/receipts.py)
 PENDING_KEY = b"pending-timers"

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from storage import keys
 from storage.errors import MessageNotFound, ReceiptRejected
+from storage.events import EventKind
 from storage.records import (
     DeadLetter,
     GroupState,
@@ -35,7 +36,7 @@ from storage.records import (
     stamp_delivered,
 )
 from storage.store import CF, RocksStore
-from workers import lanes, retention
+from workers import events, lanes, retention
 from workers.receipts import decode_receipt, encode_receipt
 from workers.retry import GroupSettings, decode_settings, encode_settings, retry_delay_ms
 from workers.timers import invisible, retry
@@ -113,11 +114,12 @@ def receive(
             continue  # its retention ended meanwhile
         state, record = decode_inflight(raw), decode_message(value)
         if state.state is GroupState.READY and not gone(record):
-            out.append(_hold(txn, topic, group, seq, record, state, invisible_ms))
+            out.append(_hold(txn, topic, group, seq, record, value, state, invisible_ms))
     for key, value in lanes.read(txn, topic_lane, group, limit - len(out), room.fits):
         record = decode_message(value)
         if not gone(record):
-            out.append(_hold(txn, topic, group, keys.log_seq(key), record, None, invisible_ms))
+            seq = keys.log_seq(key)
+            out.append(_hold(txn, topic, group, seq, record, value, None, invisible_ms))
     return out
 
 
@@ -143,6 +145,7 @@ def _hold(
     group: str,
     seq: int,
     record: MessageRecord,
+    value: bytes,
     prev: Inflight | None,
     invisible_ms: int,
 ) -> Received:
@@ -160,6 +163,7 @@ def _hold(
     )
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(held))
     _put_timer(txn, invisible.timer_key, topic, group, seq, held)
+    events.emit(txn, EventKind.RECEIVED, value, topic=topic, group=group, attempt=attempt)
     return Received(record, attempt, encode_receipt(_secret(txn), topic, group, seq, generation))
 
 
@@ -196,6 +200,7 @@ def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
         _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
         acked = held._replace(state=GroupState.ACKED)
         txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(acked))
+        emit_event(txn, EventKind.ACKED, topic, group, seq, held.attempts)
         out.append(ACKED)
     txn.sync = True
     return out
@@ -215,6 +220,7 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
         seq, held = found
         _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
         delay = delay_ms if delay_ms is not None else retry_delay_ms(settings.retry, held.attempts)
+        emit_event(txn, EventKind.NACKED, topic, group, seq, held.attempts)
         fail(txn, topic, group, seq, held, delay, settings)
         out.append("nacked")
     txn.sync = True
@@ -306,9 +312,17 @@ def _bury(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
     txn.put(CF.INFLIGHT, slot, encode_inflight(dead))
     record = decode_message(raw)
     lanes.append(txn, keys.dlq_lane(group), stamp_delivered(raw, now))
+    events.emit(txn, EventKind.DEAD, raw, topic=topic, group=group, attempt=held.attempts)
     letter = DeadLetter(record.msg_id, held.attempts, now, now)
     txn.put(CF.DEAD, keys.dead_key(topic, group, now, seq), encode_dead(letter))
     txn.woken_topics.add(keys.DLQ_PREFIX + group)
+
+
+def emit_event(txn: Txn, kind: EventKind, topic: str, group: str, seq: int, attempt: int) -> None:
+    """A group event about the message at ``seq`` of ``topic``'s log."""
+    record = txn.get(CF.LOGS, keys.log_key(keys.topic_lane(topic), seq))
+    if record is not None:  # None: swept past retention, which a held message never is
+        events.emit(txn, kind, record, topic=topic, group=group, attempt=attempt)
 
 
 def current_hold(txn: Txn, timer: GroupTimer) -> Inflight | None:
@@ -329,6 +343,7 @@ def redrive(txn: Txn, topic: str, group: str, msg_id: str) -> None:
     if seq is None or held is None or held.state is not GroupState.DEAD:
         raise MessageNotFound(f"{msg_id!r} from topic {topic!r} is not a dead letter of {group!r}")
     txn.delete(CF.DEAD, keys.dead_key(topic, group, held.deadline_ms, seq))
+    emit_event(txn, EventKind.REDRIVEN, topic, group, seq, held.attempts)
     fresh = held._replace(attempts=0, generation=held.generation + 1)
     make_ready(txn, topic, group, seq, fresh)
     txn.sync = True

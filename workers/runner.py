@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import queue
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -16,6 +17,8 @@ from storage.store import CF, RocksStore
 from workers import consume, messages
 from workers.clock import Clock, RealClock
 from workers.deliverer import Deliverer
+from workers.exporter import Exporter
+from workers.lag import DeliveryLag
 from workers.notify import LongPolls, Parked
 from workers.retry import GroupSettings, decode_settings
 from workers.scanner import PUT_QUEUE_CHUNKS, SCAN_CHUNK, Chunk, Scanner
@@ -24,6 +27,12 @@ from workers.txn import Txn
 from workers.writer import Writer
 
 log = logging.getLogger("rocktimer.engine")
+
+# How long a thread may hold the GIL while another wants it (CPython's default is 5 ms).
+# The event loop parsing a batch send is pure Python; at 5 ms, each of the hand-offs a due
+# timer makes (scanner, deliverer, writer) could wait that long for the GIL (py-spy of
+# bench figure 10). Switching costs a few µs, and only when threads contend.
+GIL_SWITCH_INTERVAL_S = 0.0005
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +46,10 @@ class EngineConfig:
     dlq_retention_ms: int = 72 * 3_600_000  # dead letters kept from dead_at (RocketMQ: 3 days)
     min_free_bytes: int = 64 * 1024 * 1024  # below this, sends get 503 (room to drain)
     max_receive_bytes: int = consume.MAX_RECEIVE_BYTES  # a receive reply's messages, about
+    events: bool = True  # the event log (pipeline.md); off: no events, no exporter
+    events_seal_ms: int = 10_000  # the exporter seals the event log at least this often
+    events_retention_ms: int = 7 * 86_400_000  # sealed segments are kept this long
+    due_backlog_limit_ms: int = 1_000  # deliveries this far behind: sends get 429
 
 
 ItemOutcome = messages.SendOutcome | Exception
@@ -61,12 +74,21 @@ class Engine:
             queue_size=config.writer_queue_size,
             on_commit=self._committed,
             min_free_bytes=config.min_free_bytes,
+            log_events=config.events,
         )
         self.put_queue: queue.Queue[Chunk] = queue.Queue(maxsize=config.put_queue_chunks)
         self.scanner = Scanner(
             self.store, self.writer, self.clock, self.put_queue, chunk=config.scan_chunk
         )
         self.deliverer = Deliverer(self.writer, self.put_queue)
+        self.lag = DeliveryLag(
+            self.clock,
+            self.store,
+            self.scanner,
+            self.put_queue,
+            self.deliverer,
+            config.due_backlog_limit_ms,
+        )
         self.sweeper = Sweeper(
             self.store,
             self.clock,
@@ -75,13 +97,23 @@ class Engine:
             retention_ms=config.retention_ms,
             dlq_retention_ms=config.dlq_retention_ms,
         )
+        self.exporter = Exporter(
+            self.store,
+            self.writer,
+            self.clock,
+            seal_ms=config.events_seal_ms,
+            retention_ms=config.events_retention_ms,
+        )
         self.started = False
 
     def start(self) -> None:
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         self.writer.start()
         self.deliverer.start()
         self.scanner.start()
         self.sweeper.start()
+        if self.config.events:
+            self.exporter.start()
         self.started = True
 
     def stop(self) -> None:
@@ -90,6 +122,7 @@ class Engine:
             self.store.close()
             return
         self.started = False
+        self.exporter.stop()
         self.sweeper.stop()
         self.scanner.stop()
         self.deliverer.stop()
@@ -98,7 +131,8 @@ class Engine:
 
     @property
     def healthy(self) -> bool:
-        return self.started and self.writer.alive and self.scanner.alive and self.deliverer.alive
+        workers = self.writer.alive and self.scanner.alive and self.deliverer.alive
+        return self.started and workers and (self.exporter.alive or not self.config.events)
 
     def _committed(self, txn: Txn) -> None:
         if txn.min_new_due is not None:
@@ -126,6 +160,7 @@ class Engine:
             durable=True,
             grows=True,
             inline=True,
+            weight=len(recs),
         )
 
     async def cancel(self, topic: str, msg_id: str) -> messages.CancelOutcome:
@@ -165,7 +200,9 @@ class Engine:
                 return got
 
             try:
-                got = await self.writer.submit(look_or_park, durable=False, inline=True)
+                got = await self.writer.submit(
+                    look_or_park, durable=False, inline=True, weight=limit
+                )
                 if got:
                     return got
                 left = deadline - loop.time()
@@ -180,7 +217,10 @@ class Engine:
 
     async def ack(self, topic: str, group: str, receipts: list[str]) -> list[str]:
         return await self.writer.submit(
-            lambda txn: consume.ack(txn, topic, group, receipts), durable=True, inline=True
+            lambda txn: consume.ack(txn, topic, group, receipts),
+            durable=True,
+            inline=True,
+            weight=len(receipts),
         )
 
     async def nack(
@@ -190,6 +230,7 @@ class Engine:
             lambda txn: consume.nack(txn, topic, group, receipts, delay_ms),
             durable=True,
             inline=True,
+            weight=len(receipts),
         )
 
     async def change_invisibility(

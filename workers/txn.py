@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from storage.keys import PENDING_KEY, next_seq_key, u64
+from storage import events
+from storage.keys import EVENTS_NEXT_KEY, PENDING_KEY, event_key, next_seq_key, read_u64, u64
 from storage.store import CF, DeleteRange, RocksStore
 
 _MISSING = object()
@@ -22,7 +23,9 @@ class Txn:
     the ops before it in the batch did (retention beside a receive, issue 10.3).
     """
 
-    def __init__(self, store: RocksStore, now_ms: int, cancels_committed: int = 0) -> None:
+    def __init__(
+        self, store: RocksStore, now_ms: int, cancels_committed: int = 0, *, log_events: bool = True
+    ) -> None:
         self.store = store
         self.now_ms = now_ms
         self.cancels_committed = cancels_committed  # the writer's count before this batch
@@ -35,6 +38,8 @@ class Txn:
         # The next seq of each lane appended to in this batch (workers/lanes.py): counted
         # here, written once at commit instead of once per append.
         self.lane_next: dict[bytes, int] = {}
+        # The events staged so far (workers/events.py); None when the event log is off.
+        self.events: list[events.Staged] | None = [] if log_events else None
         # One dict per column family: key -> final value (None = delete).
         self._staged: dict[str, dict[bytes, bytes | None]] = {cf: {} for cf in CF.ALL}
         self._ranges: list[DeleteRange] = []
@@ -110,12 +115,13 @@ class Txn:
 
     # --- savepoints ----------------------------------------------------------------------
 
-    def savepoint(self) -> tuple[int, int, int]:
-        return (len(self._undo), len(self._ranges), self.pending_delta)
+    def savepoint(self) -> tuple[int, int, int, int]:
+        staged_events = len(self.events) if self.events is not None else 0
+        return (len(self._undo), len(self._ranges), self.pending_delta, staged_events)
 
-    def rollback(self, point: tuple[int, int, int]) -> None:
+    def rollback(self, point: tuple[int, int, int, int]) -> None:
         """Undo everything staged since ``point`` (hints and wake-ups may stay: harmless)."""
-        undo_len, ranges_len, pending = point
+        undo_len, ranges_len, pending, staged_events = point
         while len(self._undo) > undo_len:
             staged, key, old = self._undo.pop()
             if old is _MISSING:
@@ -123,6 +129,8 @@ class Txn:
             else:
                 staged[key] = old
         del self._ranges[ranges_len:]
+        if self.events is not None:
+            del self.events[staged_events:]
         self.pending_delta = pending
 
     # --- commit --------------------------------------------------------------------------
@@ -135,8 +143,16 @@ class Txn:
             meta[PENDING_KEY] = pending_total.to_bytes(8, "big")
         for lane, seq in self.lane_next.items():
             meta[next_seq_key(lane)] = u64(seq)
+        if self.events:
+            # The events and the counter that numbers them go in this same batch: a crash
+            # keeps both or neither, and a seq is never handed out twice.
+            raw = self.store.get(CF.META, EVENTS_NEXT_KEY)
+            seq = read_u64(raw) if raw else 0
+            value = events.encode(self.events, self.now_ms)
+            self._staged[CF.EVENTS][event_key(seq)] = value
+            meta[EVENTS_NEXT_KEY] = event_key(seq + events.count(value))
         self.store.write_staged(self._ranges, self._staged, sync=False)
 
     @property
     def empty(self) -> bool:
-        return not self._ranges and not any(self._staged.values())
+        return not self._ranges and not any(self._staged.values()) and not self.events

@@ -149,6 +149,7 @@ def _sent(out: SendOutcome) -> dict[str, Any]:
 async def send_message(
     engine: Engine, settings: Settings, request: Request, topic: str
 ) -> Response:
+    engine.lag.admit()  # before any parsing: refusing must cost less than accepting
     writable_topic(topic)
     require_json(request)
     try:
@@ -174,6 +175,7 @@ async def send_message(
 async def send_messages(
     engine: Engine, settings: Settings, request: Request, topic: str
 ) -> Response:
+    engine.lag.admit()
     writable_topic(topic)
     require_json(request)
     raw = await request.body()

@@ -32,11 +32,14 @@ async def readyz(request: Request) -> Response:
     engine = engine_of(request)
     if not engine.healthy:
         return problem(503, "Service Unavailable", "the store or a worker is not running")
+    lag = engine.lag
     return json_response(
         {
-            "status": "ready",
+            "status": "lagging" if lag.lagging() else "ready",
             "pending_timers": engine.writer.pending_timers,
             "writer_queue": engine.writer.queue_depth,
+            "due_backlog_timers": lag.timers(),
+            "due_backlog_oldest_ms": lag.age_ms(),
         }
     )
 

@@ -12,6 +12,8 @@ import httpx
 from storage.keys import message_key
 from storage.store import CF, RocksStore
 from tests.app.conftest import LiveApp
+from tests.workers.support import wait_until
+from workers.clock import FakeClock
 from workers.txn import Txn
 
 EXPECTED_OPERATIONS = {
@@ -157,3 +159,53 @@ def test_api_keys_gate_roles(live: Callable[..., Any]) -> None:
         assert len(got.json()["messages"]) == 2
         assert c.get("/healthz").status_code == 200
         assert c.get("/metrics").status_code == 200
+
+
+def test_lagging_deliveries_show_in_readyz_and_metrics_and_sends_get_429(
+    live: Callable[..., Any],
+) -> None:
+    clock = FakeClock()
+    entered, release = threading.Event(), threading.Event()
+
+    def busy(_: Txn) -> None:  # client work holding the writer while a timer falls due
+        entered.set()
+        release.wait(20)
+
+    with live(clock, due_backlog_limit_ms=1_000) as app, httpx.Client(base_url=app.url) as c:
+        send = {"msg_id": "due", "body": "x", "delay_ms": 100}
+        assert c.post("/v1/topics/t/messages", json=send).status_code == 201
+        assert c.get("/readyz").json()["status"] == "ready"
+        wait_until(lambda: app.engine.scanner.next_due_ms is not None)
+        blocker = threading.Thread(target=lambda: app.engine.writer.call(busy, durable=False))
+        blocker.start()
+        try:
+            assert entered.wait(20)
+            clock.advance(1_200)
+            ready = c.get("/readyz")
+            assert ready.status_code == 200
+            assert ready.json() == {
+                "status": "lagging",
+                "pending_timers": 1,
+                "writer_queue": 0,
+                "due_backlog_timers": 1,
+                "due_backlog_oldest_ms": 1_100,
+            }
+            text = c.get("/metrics").text
+            assert "rocktimer_due_backlog_timers 1.0" in text
+            assert "rocktimer_due_backlog_oldest_seconds 1.1" in text
+            later = {"msg_id": "later", "body": "x", "delay_ms": 60_000}
+            for refused in (
+                c.post("/v1/topics/t/messages", json=later),
+                c.post("/v1/topics/t/messages/batch", json={"messages": [later]}),
+            ):
+                assert refused.status_code == 429
+                assert refused.headers["content-type"] == "application/problem+json"
+                assert int(refused.headers["retry-after"]) >= 1
+                assert "behind" in refused.json()["detail"]
+            assert "rocktimer_sends_refused_lagging_total 2.0" in c.get("/metrics").text
+        finally:
+            release.set()
+            blocker.join(20)
+        wait_until(lambda: c.get("/readyz").json()["status"] == "ready")
+        assert c.get("/v1/topics/t/messages/due").json()["state"] == "delivered"
+        assert c.post("/v1/topics/t/messages", json=later).status_code == 201

@@ -21,7 +21,7 @@ from workers.txn import Txn
 RETENTION = 60_000
 DLQ_RETENTION = 5 * RETENTION
 INVISIBLE = 3_600_000  # held for an hour: the hold, not its end, is what is tested
-ALWAYS_THERE = {keys.RECEIPT_SECRET_KEY, keys.WATERMARK_KEY, keys.PENDING_KEY}
+ALWAYS_THERE = {keys.RECEIPT_SECRET_KEY, keys.WATERMARK_KEY, keys.PENDING_KEY, keys.EVENTS_NEXT_KEY}
 
 
 def every(store: RocksStore, cf: str) -> list[bytes]:

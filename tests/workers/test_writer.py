@@ -318,6 +318,7 @@ def test_an_inline_op_queues_while_the_writer_is_busy_and_durable_ones_wait_for_
         gate.release.set()
         await held
         await queued
+        wait_until(lambda: writer.idle)  # its thread answers a moment before it is done
         store.hold_syncs = threading.Event()
         durable = writer.submit(op, durable=True, inline=True)
         await asyncio.sleep(0.05)
