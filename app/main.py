@@ -6,12 +6,10 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
-from pydantic.json_schema import models_json_schema
 
-from app import errors
+from app import errors, openapi
 from app.access import AccessLog
 from app.auth import ApiKeys
 from app.config import Settings
@@ -19,7 +17,6 @@ from app.fastpath import FastPaths
 from app.limits import BodyLimit, HeadAsGet
 from app.metrics import RequestTimes, registry_for
 from app.routes import admin, browse, consumers, producers, service
-from app.schemas import REQUEST_MODELS
 from workers.clock import Clock
 from workers.runner import Engine
 
@@ -84,24 +81,5 @@ def create_app(
         app.add_middleware(ApiKeys, keys=settings.api_keys)
     # Outermost: times and logs every request, refused ones included.
     app.add_middleware(AccessLog, times=request_times, log_requests=settings.access_log)
-    _document_request_bodies(app)
+    openapi.install(app)
     return app
-
-
-def _document_request_bodies(app: FastAPI) -> None:
-    """Add the request-body models (parsed by hand from raw bytes) to the OpenAPI components."""
-    original = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is not None:
-            return app.openapi_schema
-        schema = original()
-        _, defs = models_json_schema(
-            [(m, "validation") for m in REQUEST_MODELS],
-            ref_template="#/components/schemas/{model}",
-        )
-        schema.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
-        app.openapi_schema = schema
-        return schema
-
-    app.openapi = openapi  # type: ignore[method-assign]

@@ -8,14 +8,13 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of
+from app.openapi import BODY, V1, WRITE, json_body, replies
 from app.routes.common import (
-    ERRORS,
     PAGE_DEFAULT,
     PAGE_MAX,
     bad_cursor,
     decode_cursor,
     encode_cursor,
-    json_body,
     json_response,
     parse,
 )
@@ -34,7 +33,7 @@ router = APIRouter(
     operation_id="put_group_settings",
     summary="Set the group's max_attempts and retry policy on this topic",
     openapi_extra=json_body(GroupSettings),
-    responses={200: {"model": GroupSettings}, **ERRORS},
+    responses=replies({200: GroupSettings}, *V1, *BODY, *WRITE),
 )
 async def put_group_settings(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)
@@ -56,7 +55,7 @@ def _cursor(topic: str, group: str, cursor: str | None) -> bytes | None:
     "/dlq",
     operation_id="list_dead_letters",
     summary="The group's dead letters from this topic, oldest first",
-    responses={200: {"model": DeadLetterPage}, **ERRORS},
+    responses=replies({200: DeadLetterPage}, *V1),
 )
 async def list_dead_letters(
     topic: TopicPath,
@@ -88,7 +87,9 @@ async def list_dead_letters(
     "/dlq/{msg_id}/redrive",
     operation_id="redrive_dead_letter",
     summary="Put a dead letter back into the group's flow, attempts reset",
-    responses={200: {"model": RedriveResult}, **ERRORS},
+    responses=replies(
+        {200: RedriveResult}, *V1, *WRITE, 404, why={404: "Not a dead letter of this group"}
+    ),
 )
 async def redrive_dead_letter(
     topic: TopicPath, group: GroupPath, msg_id: MsgIdPath, request: Request

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from app.deps import TopicPath, engine_of
+from app.openapi import V1, replies
 from app.routes.common import (
-    ERRORS,
     PAGE_DEFAULT,
     PAGE_MAX,
     bad_cursor,
@@ -59,7 +59,7 @@ def _page(items: list[dict[str, Any]], next_position: bytes | None) -> Response:
     operation_id="list_topics",
     summary="Topics by name, with their scheduled, delivered and cancelled counts",
     tags=["consumer"],
-    responses={200: {"model": TopicPage}, **ERRORS},
+    responses=replies({200: TopicPage}, *V1),
 )
 async def list_topics(
     request: Request, cursor: Cursor = None, limit: Limit = PAGE_DEFAULT
@@ -74,7 +74,7 @@ async def list_topics(
     operation_id="list_groups",
     summary="The topic's consumer groups by name: backlog, in flight, retrying, dead",
     tags=["consumer"],
-    responses={200: {"model": GroupPage}, **ERRORS},
+    responses=replies({200: GroupPage}, *V1),
 )
 async def list_groups(
     topic: TopicPath, request: Request, cursor: Cursor = None, limit: Limit = PAGE_DEFAULT
@@ -89,7 +89,7 @@ async def list_groups(
     operation_id="list_messages",
     summary="The topic's scheduled messages in due order",
     tags=["producer"],
-    responses={200: {"model": MessagePage}, **ERRORS},
+    responses=replies({200: MessagePage}, *V1),
 )
 async def list_messages(
     topic: TopicPath,

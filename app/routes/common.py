@@ -1,4 +1,4 @@
-"""What every route module shares: body parsing, JSON replies, documented error replies."""
+"""What every route module shares: body parsing and JSON replies."""
 
 from __future__ import annotations
 
@@ -12,22 +12,9 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
 from app.errors import invalid
-from app.schemas import Problem
 from storage.errors import InvalidInput, UnsupportedMediaType
 
 M = TypeVar("M", bound=BaseModel)
-
-ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": Problem, "content": {"application/problem+json": {}}}
-    for code in (400, 401, 403, 404, 409, 413, 415, 422, 429, 503)
-}
-
-
-def json_body(model: type[BaseModel]) -> dict[str, Any]:
-    """OpenAPI for a body we parse ourselves (raw bytes → model, skipping FastAPI's pass)."""
-    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
-
 
 JSON_TYPES = ("application/json",)
 

@@ -11,13 +11,16 @@ from swagger_ui_bundle import swagger_ui_path  # type: ignore[import-untyped]
 
 from app.deps import engine_of
 from app.errors import problem
+from app.openapi import replies
 from app.routes.common import json_response
-from app.schemas import Health, Problem
+from app.schemas import Health
 
 router = APIRouter(tags=["service"])
 
 
-@router.get("/healthz", operation_id="healthz", responses={200: {"model": Health}})
+@router.get(
+    "/healthz", operation_id="healthz", summary="Liveness", responses=replies({200: Health})
+)
 async def healthz() -> Response:
     return json_response({"status": "alive"})
 
@@ -25,7 +28,8 @@ async def healthz() -> Response:
 @router.get(
     "/readyz",
     operation_id="readyz",
-    responses={200: {"model": Health}, 503: {"model": Problem}},
+    summary="Readiness: the store is open and the workers run",
+    responses=replies({200: Health}, 503, why={503: "Not ready (starting, stopping or failing)"}),
 )
 async def readyz(request: Request) -> Response:
     engine = engine_of(request)
@@ -43,7 +47,15 @@ async def readyz(request: Request) -> Response:
     )
 
 
-@router.get("/metrics", operation_id="metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    operation_id="metrics",
+    summary="Prometheus metrics (text exposition format)",
+    response_class=Response,
+    responses={
+        200: {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
+    },
+)
 async def metrics(request: Request) -> Response:
     return Response(generate_latest(request.app.state.registry), media_type=CONTENT_TYPE_LATEST)
 
