@@ -12,9 +12,12 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Path, Request
+from pydantic import AfterValidator
 
 from app.config import Settings
-from app.schemas import MSG_ID_PATTERN, NAME_PATTERN
+from app.schemas import MSG_ID_PATTERN, NAME_PATTERN, addressable
+from storage.errors import InvalidInput
+from storage.keys import INTERNAL_PREFIXES, RESERVED_PREFIXES
 from workers.runner import Engine
 
 
@@ -34,7 +37,31 @@ ScheduleIdPath = Annotated[
     str,
     Path(pattern=MSG_ID_PATTERN, max_length=100, description="Recurring schedule id"),
 ]
-MsgIdPath = Annotated[str, Path(pattern=MSG_ID_PATTERN, description="Message id (uniq key)")]
+MsgIdPath = Annotated[
+    str,
+    Path(pattern=MSG_ID_PATTERN, description="Message id (uniq key)"),
+    AfterValidator(addressable),
+]
+
+
+def _reserved(topic: str, reason: str) -> InvalidInput:
+    return InvalidInput(
+        f"topic: {reason}", [{"loc": ["path", "topic"], "field": "topic", "reason": reason}]
+    )
+
+
+def writable_topic(topic: str) -> str:
+    """A topic a producer may send to: none of the service's own."""
+    if topic.startswith(RESERVED_PREFIXES):
+        raise _reserved(topic, f"names starting with {', '.join(RESERVED_PREFIXES)} are reserved")
+    return topic
+
+
+def readable_topic(topic: str) -> str:
+    """A topic a group may read: any but the internal timer lanes (%DLQ% is readable)."""
+    if topic.startswith(INTERNAL_PREFIXES):
+        raise _reserved(topic, f"names starting with {', '.join(INTERNAL_PREFIXES)} are internal")
+    return topic
 
 
 @dataclass(frozen=True, slots=True)

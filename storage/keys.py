@@ -19,8 +19,10 @@ RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 INVISIBLE_PREFIX = "%INVISIBLE%"
 SCHEDULE_PREFIX = "%SCHEDULE%"
-# Names no client may send to or read from: internal timers' targets and the group lanes.
+# Names no client may send to: internal timers' targets and the group lanes.
 RESERVED_PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, INVISIBLE_PREFIX, SCHEDULE_PREFIX)
+# Names no client reads either (%DLQ% is readable: dead letters are received from it).
+INTERNAL_PREFIXES = (RETRY_PREFIX, INVISIBLE_PREFIX, SCHEDULE_PREFIX)
 
 
 def u64(value: int) -> bytes:
@@ -116,6 +118,29 @@ def cursor_key(lane: bytes, group: str) -> bytes:
     return b"cursor" + SEP + lane + group.encode()
 
 
+def swept_key(lane: bytes) -> bytes:
+    """How far retention has reclaimed a lane (the first seq not yet past it)."""
+    return b"swept" + SEP + lane
+
+
+def held_prefix(lane: bytes) -> bytes:
+    return b"held" + SEP + lane
+
+
+def held_key(lane: bytes, seq: int) -> bytes:
+    """A log entry past retention that a group still holds (in flight, or a dead letter):
+    retention reclaims it once nobody does."""
+    return held_prefix(lane) + _U64.pack(seq)
+
+
+TOMBSTONES = b"tombstone" + SEP
+
+
+def tombstone_key(cancelled_ms: int, index_key: bytes) -> bytes:
+    """A cancel's tombstone, in cancel-time order: retention reclaims it (workers/retention.py)."""
+    return TOMBSTONES + _U64.pack(cancelled_ms) + index_key
+
+
 def group_key(topic: str, group: str) -> bytes:
     return b"group" + SEP + topic.encode() + SEP + group.encode()
 
@@ -147,5 +172,36 @@ def dlq_lane(group: str) -> bytes:
     return topic_lane(DLQ_PREFIX + group)
 
 
+# --- events: u64be(first seq) -> the events one batch staged (storage/events.py) --------
+
+
+def event_key(seq: int) -> bytes:
+    return _U64.pack(seq)
+
+
+EVENTS_NEXT_KEY = b"events-next-seq"  # meta: the seq the next event gets (never reused)
+
+
+# --- counters, kept in the batch of each change (storage/records.py, Counts) -----------
+
+
+TOPIC_COUNTS_PREFIX = b"topic-counts" + SEP
+
+
+def topic_counts_key(topic: str) -> bytes:
+    """A topic's scheduled / delivered / cancelled counts; their keys list the topics."""
+    return TOPIC_COUNTS_PREFIX + topic.encode()
+
+
+def group_counts_prefix(topic: str) -> bytes:
+    return b"group-counts" + SEP + topic.encode() + SEP
+
+
+def group_counts_key(topic: str, group: str) -> bytes:
+    """A group's in-flight / retrying / dead counts on one topic; their keys list its groups."""
+    return group_counts_prefix(topic) + group.encode()
+
+
 WATERMARK_KEY = b"timer-watermark"
+RECEIPT_SECRET_KEY = b"receipt-secret"  # the MAC key of receipts (workers/receipts.py)
 PENDING_KEY = b"pending-timers"

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from storage import keys
+from storage.errors import MessageNotFound, ReceiptRejected
+from storage.events import EventKind
 from storage.records import (
     DeadLetter,
     GroupState,
@@ -31,11 +33,12 @@ from storage.records import (
     decode_message,
     encode_dead,
     encode_inflight,
+    record_is_base64,
     record_tag,
+    stamp_delivered,
 )
 from storage.store import CF, RocksStore
-from workers import lanes, tagfilter
-from workers.errors import MessageConflict, MessageNotFound
+from workers import events, lanes, retention, tagfilter
 from workers.receipts import decode_receipt, encode_receipt
 from workers.retry import GroupSettings, decode_settings, encode_settings, retry_delay_ms
 from workers.timers import invisible, retry
@@ -65,36 +68,106 @@ class ReceiveBatch(list[Received]):
 FILTER_SCAN_BUDGET = 16_384  # messages one receive may pass over (filtered) per batch
 
 
-def receive(txn: Txn, topic: str, group: str, limit: int, invisible_ms: int) -> ReceiveBatch:
+MAX_RECEIVE_BYTES = 8 * 1024 * 1024  # a receive reply's messages, about (api.md, Edges)
+_ITEM_OVERHEAD = 256  # the JSON around one message: names, times, receipt
+
+
+class _Room:
+    """What is left of a receive reply's byte budget; the first message always fits."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.left = max_bytes
+        self.taken = 0
+
+    def fits(self, record: bytes | None) -> bool:
+        size = _reply_bytes(record)
+        if self.taken and size > self.left:
+            return False
+        self.left -= size
+        self.taken += 1
+        return True
+
+
+def _reply_bytes(record: bytes | None) -> int:
+    """About what a stored record takes in a receive reply (a base64 body grows by 4/3)."""
+    if record is None:
+        return 0
+    size = len(record) + _ITEM_OVERHEAD
+    return size * 4 // 3 if record_is_base64(record) else size
+
+
+def receive(
+    txn: Txn,
+    topic: str,
+    group: str,
+    limit: int,
+    invisible_ms: int,
+    max_bytes: int = MAX_RECEIVE_BYTES,
+) -> ReceiveBatch:
     """Hold up to ``limit`` visible messages for ``invisible_ms``: redeliveries first.
-    With a tag filter, messages it does not match are passed over (state ``filtered``)."""
+    Stops adding messages at about ``max_bytes`` of reply, after at least one. With a
+    tag filter, messages it does not match are passed over (state ``filtered``)."""
     out = ReceiveBatch()
+    room = _Room(max_bytes)
     topic_lane = keys.topic_lane(topic)
-    for _, value in lanes.read(txn, keys.retry_lane(topic, group), group, limit):
-        seq = keys.read_u64(value)
+
+    def logged(ref: bytes) -> bytes | None:
+        return txn.get(CF.LOGS, keys.log_key(topic_lane, keys.read_u64(ref)))
+
+    retries = lanes.read(
+        txn, keys.retry_lane(topic, group), group, limit, lambda ref: room.fits(logged(ref))
+    )
+    dead_of = topic[len(keys.DLQ_PREFIX) :] if topic.startswith(keys.DLQ_PREFIX) else None
+
+    def gone(record: MessageRecord) -> bool:
+        """A dead letter redriven since: no longer one (nor listed, nor redrivable)."""
+        return dead_of is not None and not _still_dead(txn, dead_of, record)
+
+    for _, ref in retries:
+        seq = keys.read_u64(ref)
         raw = txn.get(CF.INFLIGHT, keys.inflight_key(topic, group, seq))
-        record = txn.get(CF.LOGS, keys.log_key(topic_lane, seq))
-        if raw is None or record is None:
-            continue  # swept past retention
-        state = decode_inflight(raw)
-        if state.state is GroupState.READY:
-            out.append(_hold(txn, topic, group, seq, decode_message(record), state, invisible_ms))
+        value = logged(ref)
+        if raw is None or value is None:
+            continue  # its retention ended meanwhile
+        state, record = decode_inflight(raw), decode_message(value)
+        if state.state is GroupState.READY and not gone(record):
+            out.append(_hold(txn, topic, group, seq, record, value, state, invisible_ms))
     wanted = tagfilter.tags(group_filter(txn, topic, group))
     if wanted is None:
-        entries = lanes.read(txn, topic_lane, group, limit - len(out))
+        entries = lanes.read(txn, topic_lane, group, limit - len(out), room.fits, join=True)
     else:
         entries, out.more = lanes.read_matching(
             txn,
             topic_lane,
             group,
             limit - len(out),
-            lambda value: record_tag(value) in wanted,
+            lambda value: _matches(txn, group, wanted, value),
             FILTER_SCAN_BUDGET,
+            room.fits,
         )
     for key, value in entries:
-        seq = keys.log_seq(key)
-        out.append(_hold(txn, topic, group, seq, decode_message(value), None, invisible_ms))
+        record = decode_message(value)
+        if not gone(record):
+            seq = keys.log_seq(key)
+            out.append(_hold(txn, topic, group, seq, record, value, None, invisible_ms))
     return out
+
+
+def _still_dead(txn: Txn, group: str, letter: MessageRecord) -> bool:
+    seq = retention.dead_seq(txn, group, letter.topic, letter.msg_id, letter.delivered_at_ms)
+    return seq is not None
+
+
+def _secret(txn: Txn) -> bytes:
+    return txn.store.secret(keys.RECEIPT_SECRET_KEY)
+
+
+def _matches(txn: Txn, group: str, wanted: frozenset[str], record: bytes) -> bool:
+    """Whether the group's filter takes a message; one it passes over is an event."""
+    if record_tag(record) in wanted:
+        return True
+    events.emit(txn, EventKind.FILTERED, record, group=group)
+    return False
 
 
 def _deadline(txn: Txn, invisible_ms: int) -> int:
@@ -110,11 +183,15 @@ def _hold(
     group: str,
     seq: int,
     record: MessageRecord,
+    value: bytes,
     prev: Inflight | None,
     invisible_ms: int,
 ) -> Received:
     attempt = (prev.attempts if prev else 0) + 1
-    generation = (prev.generation if prev else 0) + 1
+    # A first hold's generation is the time: a lane's seqs start again at 0 once retention
+    # emptied it, and a receipt (or a timer) of a message that had the same seq before
+    # then must not match the new one.
+    generation = prev.generation + 1 if prev else txn.now_ms
     held = Inflight(
         GroupState.INFLIGHT,
         attempt,
@@ -124,7 +201,9 @@ def _hold(
     )
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(held))
     _put_timer(txn, invisible.timer_key, topic, group, seq, held)
-    return Received(record, attempt, encode_receipt(topic, group, seq, generation))
+    events.emit(txn, EventKind.RECEIVED, value, topic=topic, group=group, attempt=attempt)
+    txn.count_group(topic, group, inflight=1)
+    return Received(record, attempt, encode_receipt(_secret(txn), topic, group, seq, generation))
 
 
 def _put_timer(
@@ -160,6 +239,9 @@ def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
         _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
         acked = held._replace(state=GroupState.ACKED)
         txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(acked))
+        emit_event(txn, EventKind.ACKED, topic, group, seq, held.attempts)
+        txn.count_group(topic, group, inflight=-1)
+        txn.note("acks")
         out.append(ACKED)
     txn.sync = True
     return out
@@ -179,14 +261,12 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
         seq, held = found
         _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
         delay = delay_ms if delay_ms is not None else retry_delay_ms(settings.retry, held.attempts)
+        emit_event(txn, EventKind.NACKED, topic, group, seq, held.attempts)
         fail(txn, topic, group, seq, held, delay, settings)
+        txn.note("nacks")
         out.append("nacked")
     txn.sync = True
     return out
-
-
-class ReceiptRejected(MessageConflict):
-    """The receipt no longer controls the message (acked, expired, or received again)."""
 
 
 def change_invisibility(txn: Txn, topic: str, group: str, receipt: str, invisible_ms: int) -> str:
@@ -205,12 +285,12 @@ def change_invisibility(txn: Txn, topic: str, group: str, receipt: str, invisibl
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(renewed))
     _put_timer(txn, invisible.timer_key, topic, group, seq, renewed)
     txn.sync = True
-    return encode_receipt(topic, group, seq, renewed.generation)
+    return encode_receipt(_secret(txn), topic, group, seq, renewed.generation)
 
 
 def _held(txn: Txn, topic: str, group: str, receipt: str) -> tuple[int, Inflight] | str:
     """The in-flight record a receipt still controls, or the status to answer instead."""
-    decoded = decode_receipt(receipt, topic, group)
+    decoded = decode_receipt(_secret(txn), receipt, topic, group)
     if decoded is None:
         return UNKNOWN
     raw = txn.get(CF.INFLIGHT, keys.inflight_key(topic, group, decoded.seq))
@@ -235,8 +315,14 @@ def fail(
     delay_ms: int,
     settings: GroupSettings,
 ) -> None:
-    """A failed attempt: dead after max_attempts, else visible again after ``delay_ms``."""
+    """A held message's attempt failed: dead after max_attempts, else visible again after
+    ``delay_ms``."""
     now = txn.now_ms
+    txn.count_group(topic, group, inflight=-1)
+    slot = keys.inflight_key(topic, group, seq)
+    if txn.get(CF.META, keys.held_key(keys.topic_lane(topic), seq)) is not None:
+        txn.delete(CF.INFLIGHT, slot)  # past its retention: gone for the group (retention.py)
+        return
     if held.attempts >= settings.max_attempts:
         _bury(txn, topic, group, seq, held)
         return
@@ -246,8 +332,9 @@ def fail(
     waiting = held._replace(
         state=GroupState.RETRYING, deadline_ms=now + delay_ms, last_failure_ms=now
     )
-    txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(waiting))
+    txn.put(CF.INFLIGHT, slot, encode_inflight(waiting))
     _put_timer(txn, retry.timer_key, topic, group, seq, waiting)
+    txn.count_group(topic, group, retrying=1)
 
 
 def make_ready(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
@@ -258,18 +345,32 @@ def make_ready(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> No
 
 
 def _bury(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
-    """Move the message to %DLQ%group, keeping its source topic, attempts, last failure."""
+    """Move the message to %DLQ%group, keeping its source topic, attempts, last failure;
+    its delivered_at there is when it went dead (the DLQ's retention counts from it)."""
     now = txn.now_ms
     raw = txn.get(CF.LOGS, keys.log_key(keys.topic_lane(topic), seq))
+    slot = keys.inflight_key(topic, group, seq)
+    if raw is None:  # gone past retention: nothing left to keep
+        txn.delete(CF.INFLIGHT, slot)
+        return
     dead = held._replace(state=GroupState.DEAD, deadline_ms=now, last_failure_ms=now)
-    txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(dead))
-    if raw is None:
-        return  # swept past retention: nothing left to keep
+    txn.put(CF.INFLIGHT, slot, encode_inflight(dead))
+    txn.note("dead_letters")
     record = decode_message(raw)
-    lanes.append(txn, keys.dlq_lane(group), raw)
+    lanes.append(txn, keys.dlq_lane(group), stamp_delivered(raw, now))
+    events.emit(txn, EventKind.DEAD, raw, topic=topic, group=group, attempt=held.attempts)
     letter = DeadLetter(record.msg_id, held.attempts, now, now)
     txn.put(CF.DEAD, keys.dead_key(topic, group, now, seq), encode_dead(letter))
+    txn.count_group(topic, group, dead=1)
+    txn.count_topic(keys.DLQ_PREFIX + group, delivered=1)
     txn.woken_topics.add(keys.DLQ_PREFIX + group)
+
+
+def emit_event(txn: Txn, kind: EventKind, topic: str, group: str, seq: int, attempt: int) -> None:
+    """A group event about the message at ``seq`` of ``topic``'s log."""
+    record = txn.get(CF.LOGS, keys.log_key(keys.topic_lane(topic), seq))
+    if record is not None:  # None: swept past retention, which a held message never is
+        events.emit(txn, kind, record, topic=topic, group=group, attempt=attempt)
 
 
 def current_hold(txn: Txn, timer: GroupTimer) -> Inflight | None:
@@ -289,7 +390,12 @@ def redrive(txn: Txn, topic: str, group: str, msg_id: str) -> None:
     held = decode_inflight(raw) if raw is not None else None
     if seq is None or held is None or held.state is not GroupState.DEAD:
         raise MessageNotFound(f"{msg_id!r} from topic {topic!r} is not a dead letter of {group!r}")
-    txn.delete(CF.DEAD, keys.dead_key(topic, group, held.deadline_ms, seq))
+    letter = keys.dead_key(topic, group, held.deadline_ms, seq)
+    if txn.get(CF.DEAD, letter) is not None:
+        txn.delete(CF.DEAD, letter)
+        txn.count_group(topic, group, dead=-1)
+    emit_event(txn, EventKind.REDRIVEN, topic, group, seq, held.attempts)
+    txn.note("redrives")
     fresh = held._replace(attempts=0, generation=held.generation + 1)
     make_ready(txn, topic, group, seq, fresh)
     txn.sync = True

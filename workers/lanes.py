@@ -23,20 +23,38 @@ def append(txn: Txn, lane: bytes, value: bytes) -> int:
     return seq
 
 
-def read(txn: Txn, lane: bytes, group: str, limit: int) -> list[tuple[bytes, bytes]]:
+def read(
+    txn: Txn,
+    lane: bytes,
+    group: str,
+    limit: int,
+    fits: Callable[[bytes], bool] | None = None,
+    *,
+    join: bool = False,
+) -> list[tuple[bytes, bytes]]:
     """The next ``limit`` entries of a lane after the group's cursor; advances the cursor.
+    ``join``: make the cursor at the group's first read, even of nothing (a topic's
+    groups are the cursors on its log: GET /v1/topics/{topic}/groups).
 
-    Reads the store, not the batch: entries appended earlier in this same batch are seen
-    by the next receive (the cursor never passes an entry it did not return).
+    Entries deleted earlier in this batch (by retention) are skipped; entries appended
+    earlier in this same batch are seen by the next receive (the cursor never passes an
+    entry it did not return). ``fits(value)``: stop before the first entry it refuses.
     """
     if limit <= 0:
         return []
     cursor_key = keys.cursor_key(lane, group)
     raw = txn.get(CF.META, cursor_key)
     start = keys.read_u64(raw) if raw else 0
-    entries = txn.store.scan(CF.LOGS, keys.log_key(lane, start), keys.prefix_end(lane), limit)
+    entries = txn.scan(CF.LOGS, keys.log_key(lane, start), keys.prefix_end(lane), limit)
+    if fits is not None:
+        for taken, (_, value) in enumerate(entries):
+            if not fits(value):
+                entries = entries[:taken]
+                break
     if entries:
         txn.put(CF.META, cursor_key, keys.u64(keys.log_seq(entries[-1][0]) + 1))
+    elif raw is None and join:
+        txn.put(CF.META, cursor_key, keys.u64(0))
     return entries
 
 
@@ -44,7 +62,13 @@ FILTER_SCAN_CHUNK = 1_024  # entries per range scan while skipping filtered mess
 
 
 def read_matching(
-    txn: Txn, lane: bytes, group: str, limit: int, keep: Callable[[bytes], bool], budget: int
+    txn: Txn,
+    lane: bytes,
+    group: str,
+    limit: int,
+    keep: Callable[[bytes], bool],
+    budget: int,
+    fits: Callable[[bytes], bool] | None = None,
 ) -> tuple[list[tuple[bytes, bytes]], bool]:
     """Like ``read``, but only entries whose value ``keep`` accepts, looking at no more than
     ``budget`` entries: one receive never holds the writer for a scan of unbounded length.
@@ -54,23 +78,25 @@ def read_matching(
         return [], False
     cursor_key = keys.cursor_key(lane, group)
     raw = txn.get(CF.META, cursor_key)
-    start = keys.log_key(lane, keys.read_u64(raw) if raw else 0)
-    end = keys.prefix_end(lane)
+    next_seq = keys.read_u64(raw) if raw else 0
+    start, end = keys.log_key(lane, next_seq), keys.prefix_end(lane)
     kept: list[tuple[bytes, bytes]] = []
-    last: bytes | None = None
-    seen = 0
-    while seen < budget:
-        chunk = txn.store.scan(CF.LOGS, start, end, min(FILTER_SCAN_CHUNK, budget - seen))
-        for entry in chunk:
-            last = entry[0]
-            if keep(entry[1]):
-                kept.append(entry)
-                if len(kept) == limit:
+    seen, full = 0, False
+    while seen < budget and not full:
+        chunk = txn.scan(CF.LOGS, start, end, min(FILTER_SCAN_CHUNK, budget - seen))
+        for key, value in chunk:
+            if keep(value):
+                if fits is not None and not fits(value):
+                    full = True  # the reply is full: the cursor stays on this entry
                     break
+                kept.append((key, value))
+            next_seq = keys.log_seq(key) + 1
+            if len(kept) == limit:
+                full = True
+                break
         seen += len(chunk)
-        if len(kept) == limit or len(chunk) < FILTER_SCAN_CHUNK:
+        if len(chunk) < FILTER_SCAN_CHUNK:
             break
         start = keys.successor(chunk[-1][0])
-    if last is not None:
-        txn.put(CF.META, cursor_key, keys.u64(keys.log_seq(last) + 1))
-    return kept, len(kept) < limit and seen >= budget
+    txn.put(CF.META, cursor_key, keys.u64(next_seq))  # made at the first read, as ``join``
+    return kept, not full and seen >= budget

@@ -4,8 +4,8 @@ list (anywhere). Their fires are timer keys of their own kind: workers/timers/sc
 from __future__ import annotations
 
 from storage import keys
+from storage.errors import ScheduleNotFound
 from storage.store import CF, RocksStore
-from workers.errors import ScheduleNotFound
 from workers.timers import schedule
 from workers.timers.schedule import Schedule
 from workers.txn import Txn

@@ -11,11 +11,12 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from app.config import Settings
-from app.deps import MsgIdPath, TopicPath, engine_of
-from app.errors import InvalidInput, PayloadTooLarge, invalid, status_of
+from app.deps import MsgIdPath, TopicPath, engine_of, writable_topic
+from app.errors import invalid, public_detail, status_of
 from app.fastpath import fast_route
 from app.ids import new_msg_id, new_msg_ids
-from app.routes.common import ERRORS, json_body, json_response, parse, require_json
+from app.openapi import BODY, V1, WRITE, json_body, replies
+from app.routes.common import json_response, parse, require_json
 from app.schemas import (
     BatchEnvelope,
     BatchResult,
@@ -26,8 +27,8 @@ from app.schemas import (
     SendMessage,
     SendResult,
 )
-from storage.keys import RESERVED_PREFIXES
-from storage.records import BodyEncoding, MessageRecord, MessageState
+from storage.errors import InvalidInput, PayloadTooLarge
+from storage.records import BodyEncoding, IndexEntry, MessageRecord, MessageState
 from workers.messages import SendOutcome
 from workers.retry import DELAY_LEVELS_MS
 from workers.runner import Engine
@@ -36,15 +37,6 @@ router = APIRouter(
     prefix="/v1/topics/{topic}/messages",
     tags=["producer"],
 )
-
-
-def writable_topic(topic: str) -> str:
-    if topic.startswith(RESERVED_PREFIXES):
-        reason = f"names starting with {', '.join(RESERVED_PREFIXES)} are reserved"
-        raise InvalidInput(
-            f"topic: {reason}", [{"loc": ["path", "topic"], "field": "topic", "reason": reason}]
-        )
-    return topic
 
 
 def _bad(loc: list[str | int], field: str, reason: str) -> InvalidInput:
@@ -146,11 +138,19 @@ def _sent(out: SendOutcome) -> dict[str, Any]:
     summary="Schedule one message",
     status_code=201,
     openapi_extra=json_body(SendMessage),
-    responses={201: {"model": SendResult}, 200: {"model": SendResult}, **ERRORS},
+    responses=replies(
+        {201: SendResult, 200: SendResult},
+        *V1,
+        *BODY,
+        *WRITE,
+        409,
+        why={409: "The msg_id was cancelled"},
+    ),
 )
 async def send_message(
     engine: Engine, settings: Settings, request: Request, topic: str
 ) -> Response:
+    engine.lag.admit()  # before any parsing: refusing must cost less than accepting
     writable_topic(topic)
     require_json(request)
     try:
@@ -171,11 +171,12 @@ async def send_message(
     operation_id="send_messages",
     summary="Schedule up to 1000 messages, each on its own",
     openapi_extra=json_body(SendBatch),
-    responses={200: {"model": BatchResult}, **ERRORS},
+    responses=replies({200: BatchResult}, *V1, *BODY, *WRITE),
 )
 async def send_messages(
     engine: Engine, settings: Settings, request: Request, topic: str
 ) -> Response:
+    engine.lag.admit()
     writable_topic(topic)
     require_json(request)
     raw = await request.body()
@@ -211,7 +212,7 @@ async def send_messages(
             results[index] = {
                 "index": index,
                 "status": status_of(outcome)[0],
-                "error": str(outcome),
+                "error": public_detail(outcome),
             }
         else:
             results[index] = {
@@ -237,7 +238,7 @@ def _validate_items(
         except ValidationError as exc:
             err = invalid(exc, ["body", "messages", index])
             items.append(None)
-            results.append({"index": index, "status": err.status, "error": str(err)})
+            results.append({"index": index, "status": status_of(err)[0], "error": str(err)})
     return items, results
 
 
@@ -245,12 +246,18 @@ def _validate_items(
     "/{msg_id}",
     operation_id="get_message",
     summary="A message's state",
-    responses={200: {"model": MessageView}, **ERRORS},
+    responses=replies({200: MessageView}, *V1, 404),
 )
 async def get_message(topic: TopicPath, msg_id: MsgIdPath, request: Request) -> Response:
     engine = engine_of(request)
     found = engine.status(topic, msg_id)
-    entry, rec = found.entry, found.record
+    return json_response(message_view(topic, msg_id, found.entry, found.record))
+
+
+def message_view(
+    topic: str, msg_id: str, entry: IndexEntry, rec: MessageRecord | None
+) -> dict[str, Any]:
+    """A message as GET .../messages/{msg_id} shows it (MessageView)."""
     view: dict[str, Any] = {
         "topic": topic,
         "msg_id": msg_id,
@@ -265,7 +272,7 @@ async def get_message(topic: TopicPath, msg_id: MsgIdPath, request: Request) -> 
         view["cancelled_at_ms"] = entry.done_at_ms
     if rec is not None and rec.tag is not None:
         view["tag"] = rec.tag
-    return json_response(view)
+    return view
 
 
 @fast_route(
@@ -275,7 +282,15 @@ async def get_message(topic: TopicPath, msg_id: MsgIdPath, request: Request) -> 
     operation_id="reschedule_message",
     summary="Move a scheduled message to another time (a past time: at once)",
     openapi_extra=json_body(RescheduleMessage),
-    responses={200: {"model": SendResult}, **ERRORS},
+    responses=replies(
+        {200: SendResult},
+        *V1,
+        *BODY,
+        *WRITE,
+        404,
+        409,
+        why={409: "Already delivered, or cancelled"},
+    ),
 )
 async def reschedule_message(
     engine: Engine, settings: Settings, request: Request, topic: str, msg_id: str
@@ -290,7 +305,7 @@ async def reschedule_message(
     "/{msg_id}",
     operation_id="cancel_message",
     summary="Cancel a scheduled message (a uniq-key tombstone)",
-    responses={200: {"model": CancelResult}, **ERRORS},
+    responses=replies({200: CancelResult}, *V1, *WRITE, 404, 409, why={409: "Already delivered"}),
 )
 async def cancel_message(topic: TopicPath, msg_id: MsgIdPath, request: Request) -> Response:
     engine = engine_of(request)

@@ -10,17 +10,22 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from app.config import Settings
-from app.deps import ScheduleIdPath, TopicPath, engine_of, settings_of
-from app.errors import InvalidInput, PayloadTooLarge
-from app.routes.common import ERRORS, json_body, json_response, parse
-from app.routes.producers import writable_topic
-from app.schemas import MAX_BATCH, PutSchedule, SchedulePage, ScheduleView
+from app.deps import ScheduleIdPath, TopicPath, engine_of, settings_of, writable_topic
+from app.openapi import BODY, V1, WRITE, json_body, replies
+from app.routes.common import (
+    PAGE_DEFAULT,
+    PAGE_MAX,
+    decode_cursor,
+    encode_cursor,
+    json_response,
+    parse,
+)
+from app.schemas import PutSchedule, SchedulePage, ScheduleView
+from storage.errors import InvalidInput, PayloadTooLarge
 from workers import cron, schedules
 from workers.timers.schedule import Schedule, next_after
 
 router = APIRouter(prefix="/v1/topics/{topic}/schedules", tags=["producer"])
-
-PAGE_DEFAULT = 100
 
 
 def _bad(field: str, reason: str) -> InvalidInput:
@@ -82,7 +87,7 @@ def to_schedule(body: PutSchedule, now_ms: int, settings: Settings) -> Schedule:
     summary="Create or replace a recurring schedule (cron in a time zone, or every_ms)",
     status_code=201,
     openapi_extra=json_body(PutSchedule),
-    responses={201: {"model": ScheduleView}, 200: {"model": ScheduleView}, **ERRORS},
+    responses=replies({201: ScheduleView, 200: ScheduleView}, *V1, *BODY, *WRITE, 413),
 )
 async def put_schedule(topic: TopicPath, schedule_id: ScheduleIdPath, request: Request) -> Response:
     writable_topic(topic)
@@ -98,7 +103,7 @@ async def put_schedule(topic: TopicPath, schedule_id: ScheduleIdPath, request: R
     "/{schedule_id}",
     operation_id="get_schedule",
     summary="A recurring schedule, with its next and last fire",
-    responses={200: {"model": ScheduleView}, **ERRORS},
+    responses=replies({200: ScheduleView}, *V1, 404),
 )
 async def get_schedule(topic: TopicPath, schedule_id: ScheduleIdPath, request: Request) -> Response:
     found = schedules.get(engine_of(request).store, topic, schedule_id)
@@ -109,20 +114,20 @@ async def get_schedule(topic: TopicPath, schedule_id: ScheduleIdPath, request: R
     "",
     operation_id="list_schedules",
     summary="The topic's recurring schedules, by id",
-    responses={200: {"model": SchedulePage}, **ERRORS},
+    responses=replies({200: SchedulePage}, *V1),
 )
 async def list_schedules(
     topic: TopicPath,
     request: Request,
-    cursor: Annotated[
-        str | None, Query(max_length=100, description="next_cursor of the previous page")
-    ] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_BATCH)] = PAGE_DEFAULT,
+    cursor: Annotated[str | None, Query(description="the last page's next_cursor")] = None,
+    limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = PAGE_DEFAULT,
 ) -> Response:
-    items, more = schedules.page(engine_of(request).store, topic, cursor, limit)
+    after = decode_cursor(cursor)
+    after_id = after.decode(errors="replace") if after is not None else None
+    items, more = schedules.page(engine_of(request).store, topic, after_id, limit)
     page: dict[str, object] = {"items": [s.view(topic, sid) for sid, s in items]}
     if more:
-        page["next_cursor"] = items[-1][0]
+        page["next_cursor"] = encode_cursor(items[-1][0].encode())
     return json_response(page)
 
 
@@ -130,7 +135,7 @@ async def list_schedules(
     "/{schedule_id}",
     operation_id="delete_schedule",
     summary="Delete a recurring schedule: nothing fires after it",
-    responses={200: {"model": ScheduleView}, **ERRORS},
+    responses=replies({200: ScheduleView}, *V1, *WRITE, 404),
 )
 async def delete_schedule(
     topic: TopicPath, schedule_id: ScheduleIdPath, request: Request

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from storage import keys
+from storage.errors import MessageConflict, MessageNotFound
 from storage.records import MessageState
 from storage.store import CF
 from tests.workers.support import (
@@ -22,7 +23,6 @@ from tests.workers.support import (
 )
 from workers import messages
 from workers.clock import FakeClock
-from workers.errors import MessageConflict, MessageNotFound
 from workers.runner import Engine
 from workers.timers import message
 from workers.timers.move import move_due

@@ -9,12 +9,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from storage.errors import ScheduleNotFound
 from storage.records import MessageRecord
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import run, stop_within, timer_keys, topic_log, wait_until
 from workers import schedules
 from workers.clock import FakeClock
-from workers.errors import ScheduleNotFound
 from workers.runner import Engine
 from workers.timers import schedule
 from workers.timers.schedule import Schedule

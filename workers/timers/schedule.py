@@ -16,9 +16,10 @@ import orjson
 
 from storage import keys
 from storage.errors import CorruptRecordError
-from storage.records import BodyEncoding, MessageRecord
+from storage.events import EventKind
+from storage.records import BodyEncoding, MessageRecord, encode_message
 from storage.store import CF
-from workers import cron, messages
+from workers import cron, events, messages
 from workers.timers.kind import one_at_a_time
 from workers.txn import Txn
 
@@ -120,6 +121,7 @@ def fire(txn: Txn, key: bytes, value: bytes) -> None:
         body, encoding = body_bytes(s)
         props = {**s.properties, PROPERTY: schedule_id}
         rec = MessageRecord(topic, msg_id, fire_at, txn.now_ms, body, encoding, s.tag, props)
+        events.emit(txn, EventKind.SCHEDULED, encode_message(rec))
         messages.deliver(txn, rec)
     arm(txn, topic, schedule_id, s._replace(last_fire_at_ms=fire_at), fire_at)
 
