@@ -37,6 +37,11 @@ EXPECTED_OPERATIONS = {
     "list_topics",
     "list_groups",
     "list_messages",
+    "reschedule_message",
+    "put_schedule",
+    "get_schedule",
+    "list_schedules",
+    "delete_schedule",
 }
 
 
@@ -182,8 +187,16 @@ def test_openapi_has_stable_operation_ids_and_named_schemas(live: Callable[..., 
         "AckRequest",
         "Problem",
         "SendResult",
+        "RescheduleMessage",
+        "PutSchedule",
+        "ScheduleView",
+        "SchedulePage",
     ):
         assert name in schemas
+    patch = ops["reschedule_message"]
+    assert patch["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/RescheduleMessage"
+    )
     send = ops["send_message"]
     assert send["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(
         "/SendMessage"
