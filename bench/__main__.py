@@ -23,6 +23,7 @@ from bench import (
     report,
     scale,
     send,
+    soak,
     storm,
 )
 
@@ -73,6 +74,7 @@ def figures(s: scale.Scale) -> list[Figure]:
             "growth curve",
             lambda: growth.run_figure(levels=s.growth_levels, profile=s.name),
         ),
+        ("10", "soak", lambda: soak.run_figure(minutes=s.soak_minutes, profile=s.name)),
     ]
 
 

@@ -3,6 +3,7 @@ topics, bounded replies and headers, unaddressable msg_ids, no internal text in 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import Callable
 from urllib.parse import urlsplit
@@ -20,10 +21,8 @@ def raw_request(url: str, request: bytes) -> bytes:
     """Send bytes as they are (no client normalises the path) and read the whole reply."""
     parts = urlsplit(url)
     with socket.create_connection((parts.hostname, parts.port), timeout=20) as sock:
-        try:
-            sock.sendall(request)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the server answered and closed before reading it all
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(request)  # the server may answer and close before reading it all
         chunks = []
         while True:
             try:

@@ -104,7 +104,8 @@ from typing import Any, NamedTuple, TextIO
 
 import httpx
 
-from tests.e2e.server import Server, free_port
+from bench.process import free_port
+from tests.e2e.server import Server
 
 TOPICS = ("crash-a", "crash-b")
 AUDIT = "audit"  # receives and acks, nothing else: its reads are the topic log
