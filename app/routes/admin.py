@@ -46,12 +46,12 @@ def _cursor(topic: str, group: str, cursor: str | None) -> bytes | None:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
     except (binascii.Error, ValueError):
         raw = b""
-    if len(raw) != 16:
+    if len(raw) != keys.DEAD_POSITION_BYTES:
         reason = "not a cursor from a previous page"
         raise InvalidInput(
             f"cursor: {reason}", [{"loc": ["query", "cursor"], "field": "cursor", "reason": reason}]
         )
-    return keys.dead_prefix(topic, group) + raw
+    return keys.dead_key_at(topic, group, raw)
 
 
 @router.get(
@@ -82,7 +82,8 @@ async def list_dead_letters(
         ]
     }
     if more and found:
-        page["next_cursor"] = base64.urlsafe_b64encode(found[-1][0][-16:]).rstrip(b"=").decode()
+        position = keys.dead_position(found[-1][0])
+        page["next_cursor"] = base64.urlsafe_b64encode(position).rstrip(b"=").decode()
     return json_response(page)
 
 
