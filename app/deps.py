@@ -7,7 +7,9 @@ FastAPI dependencies: dependency solving was a third of the event loop's time pe
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from fastapi import Path, Request
 from pydantic import AfterValidator
@@ -47,12 +49,25 @@ def _reserved(topic: str, reason: str) -> InvalidInput:
 def writable_topic(topic: str) -> str:
     """A topic a producer may send to: none of the service's own."""
     if topic.startswith(RESERVED_PREFIXES):
-        raise _reserved(topic, "names starting with %RETRY%, %DLQ% or %INVISIBLE% are reserved")
+        raise _reserved(topic, f"names starting with {', '.join(RESERVED_PREFIXES)} are reserved")
     return topic
 
 
 def readable_topic(topic: str) -> str:
     """A topic a group may read: any but the internal timer lanes (%DLQ% is readable)."""
     if topic.startswith(INTERNAL_PREFIXES):
-        raise _reserved(topic, "names starting with %RETRY% or %INVISIBLE% are internal")
+        raise _reserved(topic, f"names starting with {', '.join(INTERNAL_PREFIXES)} are internal")
     return topic
+
+
+@dataclass(frozen=True, slots=True)
+class PathParam:
+    type: Any  # the Annotated type FastAPI validates and documents
+    pattern: re.Pattern[str]  # the same rule, for the fast path (app/fastpath.py)
+
+
+PATH_PARAMS = {
+    "topic": PathParam(TopicPath, re.compile(NAME_PATTERN)),
+    "group": PathParam(GroupPath, re.compile(NAME_PATTERN)),
+    "msg_id": PathParam(MsgIdPath, re.compile(MSG_ID_PATTERN)),
+}

@@ -52,8 +52,7 @@ class MessageRecord(NamedTuple):
         return self._replace(delivered_at_ms=at_ms)
 
 
-def encode_message(rec: MessageRecord, prefix: bytes = b"") -> bytes:
-    """The record's bytes, after ``prefix`` (a timer value's kind byte: one copy, not two)."""
+def encode_message(rec: MessageRecord) -> bytes:
     msg_id = rec.msg_id.encode()
     topic = rec.topic.encode()
     tag = rec.tag.encode() if rec.tag is not None else b""
@@ -68,7 +67,7 @@ def encode_message(rec: MessageRecord, prefix: bytes = b"") -> bytes:
         len(tag),
         len(props),
     )
-    return b"".join((prefix, header, msg_id, topic, tag, props, rec.body))
+    return b"".join((header, msg_id, topic, tag, props, rec.body))
 
 
 def decode_message(data: bytes) -> MessageRecord:
@@ -190,18 +189,6 @@ def decode_dead(data: bytes) -> DeadLetter:
         raise CorruptRecordError(f"undecodable dead letter: {exc}") from exc
 
 
-# --- timer values: one kind byte, then the payload ----------------------------------------
-
-
-class TimerKind(enum.IntEnum):
-    MESSAGE = 1  # payload: the message record; fires into the topic log
-    INVISIBLE = 2  # payload: empty; fires the end of an invisibility window
-    RETRY = 3  # payload: empty; fires the end of a retry back-off
-
-
-TIMER_PREFIXES = {kind: bytes((kind,)) for kind in TimerKind}
-
-
 def record_msg_id(record: bytes) -> str:
     """The msg_id of an encoded record, without decoding the rest."""
     return record[_MESSAGE.size : _MESSAGE.size + record[25]].decode()
@@ -222,14 +209,3 @@ def stamp_delivered(record: bytes, at_ms: int) -> bytes:
         + at_ms.to_bytes(8, "big")
         + record[DELIVERED_AT_SLICE.stop :]
     )
-
-
-def timer_value(kind: TimerKind, payload: bytes = b"") -> bytes:
-    return TIMER_PREFIXES[kind] + payload
-
-
-def timer_kind(value: bytes) -> TimerKind:
-    try:
-        return TimerKind(value[0])
-    except (IndexError, ValueError) as exc:
-        raise CorruptRecordError(f"undecodable timer value: {exc}") from exc

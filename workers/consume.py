@@ -14,6 +14,7 @@ retry lane) → INFLIGHT again …; after ``max_attempts`` failed attempts → D
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from storage import keys
@@ -24,7 +25,6 @@ from storage.records import (
     Inflight,
     MessageRecord,
     MessageState,
-    TimerKind,
     decode_dead,
     decode_index,
     decode_inflight,
@@ -33,13 +33,16 @@ from storage.records import (
     encode_inflight,
     record_is_base64,
     stamp_delivered,
-    timer_value,
 )
 from storage.store import CF, RocksStore
 from workers import lanes, retention
 from workers.receipts import decode_receipt, encode_receipt
 from workers.retry import GroupSettings, decode_settings, encode_settings, retry_delay_ms
+from workers.timers import invisible, retry
+from workers.timers.hold import GroupTimer
 from workers.txn import Txn
+
+TimerKeyFn = Callable[[int, GroupTimer], bytes]  # a kind's timer_key (invisible or retry)
 
 
 class Received(NamedTuple):
@@ -156,23 +159,24 @@ def _hold(
         prev.last_failure_ms if prev else 0,
     )
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(held))
-    _put_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
+    _put_timer(txn, invisible.timer_key, topic, group, seq, held)
     return Received(record, attempt, encode_receipt(_secret(txn), topic, group, seq, generation))
 
 
-_TIMER_KEYS = {TimerKind.INVISIBLE: keys.invisible_timer_key, TimerKind.RETRY: keys.retry_timer_key}
-
-
-def _put_timer(txn: Txn, kind: TimerKind, topic: str, group: str, seq: int, held: Inflight) -> None:
-    key = _TIMER_KEYS[kind](held.deadline_ms, topic, group, seq, held.generation)
-    txn.put(CF.TIMERS, key, timer_value(kind))
+def _put_timer(
+    txn: Txn, timer_key: TimerKeyFn, topic: str, group: str, seq: int, held: Inflight
+) -> None:
+    key = timer_key(held.deadline_ms, GroupTimer(topic, group, seq, held.generation))
+    txn.put(CF.TIMERS, key, b"")
     txn.schedule_hint(held.deadline_ms)
 
 
 def _drop_timer(
-    txn: Txn, kind: TimerKind, topic: str, group: str, seq: int, held: Inflight
+    txn: Txn, timer_key: TimerKeyFn, topic: str, group: str, seq: int, held: Inflight
 ) -> None:
-    txn.delete(CF.TIMERS, _TIMER_KEYS[kind](held.deadline_ms, topic, group, seq, held.generation))
+    txn.delete(
+        CF.TIMERS, timer_key(held.deadline_ms, GroupTimer(topic, group, seq, held.generation))
+    )
 
 
 ACKED = "acked"
@@ -189,7 +193,7 @@ def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
             out.append(found)
             continue
         seq, held = found
-        _drop_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
+        _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
         acked = held._replace(state=GroupState.ACKED)
         txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(acked))
         out.append(ACKED)
@@ -209,9 +213,9 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
             out.append(EXPIRED if found == ACKED else found)
             continue
         seq, held = found
-        _drop_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
+        _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
         delay = delay_ms if delay_ms is not None else retry_delay_ms(settings.retry, held.attempts)
-        _fail(txn, topic, group, seq, held, delay, settings)
+        fail(txn, topic, group, seq, held, delay, settings)
         out.append("nacked")
     txn.sync = True
     return out
@@ -226,12 +230,12 @@ def change_invisibility(txn: Txn, topic: str, group: str, receipt: str, invisibl
             raise MessageNotFound("no message held by this receipt in this topic and group")
         raise ReceiptRejected(f"the receipt is {found}: the message is no longer held by it")
     seq, held = found
-    _drop_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
+    _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
     renewed = held._replace(
         generation=held.generation + 1, deadline_ms=_deadline(txn, invisible_ms)
     )
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(renewed))
-    _put_timer(txn, TimerKind.INVISIBLE, topic, group, seq, renewed)
+    _put_timer(txn, invisible.timer_key, topic, group, seq, renewed)
     txn.sync = True
     return encode_receipt(_secret(txn), topic, group, seq, renewed.generation)
 
@@ -254,7 +258,7 @@ def _held(txn: Txn, topic: str, group: str, receipt: str) -> tuple[int, Inflight
     return decoded.seq, held
 
 
-def _fail(
+def fail(
     txn: Txn,
     topic: str,
     group: str,
@@ -273,16 +277,16 @@ def _fail(
         _bury(txn, topic, group, seq, held)
         return
     if delay_ms <= 0:  # due now: never a timer key (see Writer.scan_horizon)
-        _make_ready(txn, topic, group, seq, held._replace(last_failure_ms=now))
+        make_ready(txn, topic, group, seq, held._replace(last_failure_ms=now))
         return
     waiting = held._replace(
         state=GroupState.RETRYING, deadline_ms=now + delay_ms, last_failure_ms=now
     )
     txn.put(CF.INFLIGHT, slot, encode_inflight(waiting))
-    _put_timer(txn, TimerKind.RETRY, topic, group, seq, waiting)
+    _put_timer(txn, retry.timer_key, topic, group, seq, waiting)
 
 
-def _make_ready(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
+def make_ready(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
     ready = held._replace(state=GroupState.READY, deadline_ms=txn.now_ms)
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(ready))
     lanes.append(txn, keys.retry_lane(topic, group), keys.u64(seq))
@@ -307,22 +311,14 @@ def _bury(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
     txn.woken_topics.add(keys.DLQ_PREFIX + group)
 
 
-def fire(txn: Txn, timer_key: bytes, kind: int) -> None:
-    """A group timer fell due (called by the deliverer's move for non-message timers)."""
-    timer = keys.decode_group_timer(keys.decode_timer_key(timer_key))
-    slot = keys.inflight_key(timer.topic, timer.group, timer.seq)
-    raw = txn.get(CF.INFLIGHT, slot)
+def current_hold(txn: Txn, timer: GroupTimer) -> Inflight | None:
+    """The hold a group timer is about, if the timer is not stale (acked, nacked or
+    re-held since it was set: the generation moved on)."""
+    raw = txn.get(CF.INFLIGHT, keys.inflight_key(timer.topic, timer.group, timer.seq))
     if raw is None:
-        return
+        return None
     held = decode_inflight(raw)
-    if held.generation != timer.generation:
-        return  # acked, nacked or re-held since: a stale timer
-    if kind == TimerKind.INVISIBLE and held.state is GroupState.INFLIGHT:
-        # The invisibility ran out: a failed attempt, visible again at once.
-        settings = group_settings(txn, timer.topic, timer.group)
-        _fail(txn, timer.topic, timer.group, timer.seq, held, 0, settings)
-    elif kind == TimerKind.RETRY and held.state is GroupState.RETRYING:
-        _make_ready(txn, timer.topic, timer.group, timer.seq, held)
+    return held if held.generation == timer.generation else None
 
 
 def redrive(txn: Txn, topic: str, group: str, msg_id: str) -> None:
@@ -334,7 +330,7 @@ def redrive(txn: Txn, topic: str, group: str, msg_id: str) -> None:
         raise MessageNotFound(f"{msg_id!r} from topic {topic!r} is not a dead letter of {group!r}")
     txn.delete(CF.DEAD, keys.dead_key(topic, group, held.deadline_ms, seq))
     fresh = held._replace(attempts=0, generation=held.generation + 1)
-    _make_ready(txn, topic, group, seq, fresh)
+    make_ready(txn, topic, group, seq, fresh)
     txn.sync = True
 
 

@@ -13,12 +13,17 @@ from workers.txn import Txn
 
 
 def append(txn: Txn, lane: bytes, value: bytes) -> int:
-    """Append ``value`` at the lane's next seq (the counter lives in meta); returns the seq."""
-    counter = keys.next_seq_key(lane)
-    raw = txn.get(CF.META, counter)
-    seq = keys.read_u64(raw) if raw else 0
-    txn.put(CF.LOGS, keys.log_key(lane, seq), value)
-    txn.put(CF.META, counter, keys.u64(seq + 1))
+    """Append ``value`` at the lane's next seq; returns the seq.
+
+    Batch-aware: the counter is read from meta once per batch and lane, then counted in
+    the Txn, which writes it back once at commit (a storm appends thousands per batch).
+    """
+    seq = txn.lane_next.get(lane)
+    if seq is None:
+        raw = txn.get(CF.META, keys.next_seq_key(lane))
+        seq = keys.read_u64(raw) if raw else 0
+    txn.put(CF.LOGS, lane + keys.u64(seq), value)
+    txn.set_lane_next(lane, seq + 1)
     return seq
 
 

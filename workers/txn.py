@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from storage.keys import PENDING_KEY
+from storage.keys import PENDING_KEY, next_seq_key, u64
 from storage.store import CF, DeleteRange, RocksStore
 
 _MISSING = object()
@@ -25,16 +26,19 @@ class Txn:
         self.store = store
         self.now_ms = now_ms
         self.cancels_committed = cancels_committed  # the writer's count before this batch
-        self.cancels = 0  # cancels staged in this batch
+        self.cancels = 0  # cancels and reschedules staged in this batch (see move_due)
         self.sync = False
         self.pending_delta = 0
         self.min_new_due: int | None = None
         self.woken_topics: set[str] = set()
         self.lateness_ms: list[int] = []
+        # The next seq of each lane appended to in this batch (workers/lanes.py): counted
+        # here, written once at commit instead of once per append.
+        self.lane_next: dict[bytes, int] = {}
         # One dict per column family: key -> final value (None = delete).
         self._staged: dict[str, dict[bytes, bytes | None]] = {cf: {} for cf in CF.ALL}
         self._ranges: list[DeleteRange] = []
-        self._undo: list[tuple[dict[bytes, bytes | None], bytes, object]] = []
+        self._undo: list[tuple[dict[bytes, Any], bytes, object]] = []
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -87,6 +91,12 @@ class Txn:
         self._undo.append((staged, key, staged.get(key, _MISSING)))
         staged[key] = None
 
+    def set_lane_next(self, lane: bytes, seq: int) -> None:
+        """Record a lane's next seq (undone with the op, like a staged write)."""
+        lane_next = self.lane_next
+        self._undo.append((lane_next, lane, lane_next.get(lane, _MISSING)))
+        lane_next[lane] = seq
+
     def delete_range(self, cf: str, begin: bytes, end: bytes) -> None:
         self._ranges.append(DeleteRange(cf, begin, end))
 
@@ -111,7 +121,7 @@ class Txn:
             if old is _MISSING:
                 del staged[key]
             else:
-                staged[key] = old  # type: ignore[assignment]
+                staged[key] = old
         del self._ranges[ranges_len:]
         self.pending_delta = pending
 
@@ -120,8 +130,11 @@ class Txn:
     def commit(self, pending_total: int) -> None:
         """Write everything staged as one WriteBatch (range deletes first), unsynced: the
         writer's Syncer fsyncs the WAL before any durable op is answered."""
+        meta = self._staged[CF.META]
         if self.pending_delta:
-            self._staged[CF.META][PENDING_KEY] = pending_total.to_bytes(8, "big")
+            meta[PENDING_KEY] = pending_total.to_bytes(8, "big")
+        for lane, seq in self.lane_next.items():
+            meta[next_seq_key(lane)] = u64(seq)
         self.store.write_staged(self._ranges, self._staged, sync=False)
 
     @property

@@ -11,8 +11,9 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from app.config import Settings
-from app.deps import MsgIdPath, TopicPath, engine_of, settings_of, writable_topic
+from app.deps import MsgIdPath, TopicPath, engine_of, writable_topic
 from app.errors import invalid, public_detail, status_of
+from app.fastpath import fast_route
 from app.ids import new_msg_id, new_msg_ids
 from app.routes.common import ERRORS, json_body, json_response, parse, require_json
 from app.schemas import (
@@ -42,28 +43,23 @@ def _bad(loc: list[str | int], field: str, reason: str) -> InvalidInput:
     )
 
 
-def to_record(
-    topic: str,
+def deliver_time(
     msg: SendMessage,
     now_ms: int,
     settings: Settings,
     loc: list[str | int],
-    msg_id: str,
-) -> MessageRecord:
-    """Check what the schema cannot (limits, the delay against now) and build the record;
-    ``msg_id``: the message's own, or a server-made one (app/ids.py) if it has none."""
-
-    at, delay, level = msg.deliver_at_ms, msg.delay_ms, msg.delay_level
-    if (at is not None) + (delay is not None) + (level is not None) > 1:
-        given = [
-            f for f in ("deliver_at_ms", "delay_ms", "delay_level") if getattr(msg, f) is not None
-        ]
+    *,
+    required: bool = False,
+) -> int:
+    """The deliver time a body asks for: at most one of deliver_at_ms, delay_ms and
+    delay_level (exactly one if ``required``; else none means now), within the maximum."""
+    given = [f for f in _WHEN if getattr(msg, f) is not None]
+    if len(given) > 1:
         joined = " and ".join(given)
-        raise _bad(
-            loc,
-            given[1],
-            f"give at most one of deliver_at_ms, delay_ms, delay_level (got {joined})",
-        )
+        raise _bad(loc, given[1], f"give at most one of {', '.join(_WHEN)} (got {joined})")
+    if not given and required:
+        raise _bad(loc, "deliver_at_ms", f"give one of {', '.join(_WHEN)}")
+    at, delay, level = msg.deliver_at_ms, msg.delay_ms, msg.delay_level
     if at is not None:
         deliver_at, field = at, "deliver_at_ms"
     elif delay is not None:
@@ -76,6 +72,24 @@ def to_record(
         raise _bad(
             loc, field, f"more than the maximum delay of {settings.max_delay_ms} ms from now"
         )
+    return deliver_at
+
+
+_WHEN = ("deliver_at_ms", "delay_ms", "delay_level")
+
+
+def to_record(
+    topic: str,
+    msg: SendMessage,
+    now_ms: int,
+    settings: Settings,
+    loc: list[str | int],
+    msg_id: str,
+) -> MessageRecord:
+    """Check what the schema cannot (limits, the delay against now) and build the record;
+    ``msg_id``: the message's own, or a server-made one (app/ids.py) if it has none."""
+
+    deliver_at = deliver_time(msg, now_ms, settings, loc)
     if msg.body_encoding == "base64":
         try:
             body = base64.b64decode(msg.body, validate=True)
@@ -114,7 +128,9 @@ def _sent(out: SendOutcome) -> dict[str, Any]:
     }
 
 
-@router.post(
+@fast_route(
+    router,
+    "POST",
     "",
     operation_id="send_message",
     summary="Schedule one message",
@@ -122,14 +138,9 @@ def _sent(out: SendOutcome) -> dict[str, Any]:
     openapi_extra=json_body(SendMessage),
     responses={201: {"model": SendResult}, 200: {"model": SendResult}, **ERRORS},
 )
-async def send_message(topic: TopicPath, request: Request) -> Response:
-    return await schedule_one(engine_of(request), settings_of(request), topic, request)
-
-
-async def schedule_one(
-    engine: Engine, settings: Settings, topic: str, request: Request
+async def send_message(
+    engine: Engine, settings: Settings, request: Request, topic: str
 ) -> Response:
-    """All of a single send after routing (shared with app/fastpath.py)."""
     writable_topic(topic)
     require_json(request)
     try:
@@ -143,21 +154,18 @@ async def schedule_one(
     return json_response(_sent(out), 201 if out.created else 200)
 
 
-@router.post(
+@fast_route(
+    router,
+    "POST",
     "/batch",
     operation_id="send_messages",
     summary="Schedule up to 1000 messages, each on its own",
     openapi_extra=json_body(SendBatch),
     responses={200: {"model": BatchResult}, **ERRORS},
 )
-async def send_messages(topic: TopicPath, request: Request) -> Response:
-    return await schedule_many(engine_of(request), settings_of(request), topic, request)
-
-
-async def schedule_many(
-    engine: Engine, settings: Settings, topic: str, request: Request
+async def send_messages(
+    engine: Engine, settings: Settings, request: Request, topic: str
 ) -> Response:
-    """All of a batch send after routing (shared with app/fastpath.py)."""
     writable_topic(topic)
     require_json(request)
     raw = await request.body()

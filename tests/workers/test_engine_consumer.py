@@ -12,6 +12,8 @@ from workers.clock import FakeClock
 from workers.consume import ACKED, EXPIRED, UNKNOWN, Received
 from workers.receipts import decode_receipt, encode_receipt
 from workers.runner import Engine
+from workers.timers import invisible
+from workers.timers.hold import GroupTimer
 
 INVISIBLE_MS = 5_000
 
@@ -129,7 +131,8 @@ def test_acked_message_does_not_come_back(engine: Engine, clock: FakeClock) -> N
     due = clock.now_ms() + INVISIBLE_MS
     wait_until(
         lambda: (
-            timer_keys(engine.store) == [keys.invisible_timer_key(due, "t", "g", 1, first_held + 1)]
+            timer_keys(engine.store)
+            == [invisible.timer_key(due, GroupTimer("t", "g", 1, first_held + 1))]
         ),
         what="only n's new invisibility",
     )

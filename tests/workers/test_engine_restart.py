@@ -28,6 +28,7 @@ from tests.workers.support import (
 )
 from workers.clock import FakeClock
 from workers.runner import Engine, EngineConfig
+from workers.timers import message
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,7 +53,7 @@ def test_restart_delivers_what_is_left_exactly_once_from_the_watermark(
 
     second = make_engine()
     watermark = second.store.get(CF.META, keys.WATERMARK_KEY)
-    assert watermark == keys.successor(keys.message_timer_key(start + 100, "t", "early2"))
+    assert watermark == keys.successor(message.timer_key(start + 100, "t", "early2"))
     assert second.scanner.cursor == watermark  # the scan resumes past the reclaimed span
     assert second.writer.pending_timers == 7  # the gauge survives too
     second.start()
@@ -165,7 +166,7 @@ def test_a_crash_mid_delivery_leaves_each_message_in_exactly_one_place(
             assert raw is not None  # every send was acknowledged, so it is on disk
             entry = decode_index(raw)
             states[entry.state] += 1
-            in_timers = keys.message_timer_key(due, topic, msg_id) in timers
+            in_timers = message.timer_key(due, topic, msg_id) in timers
             if entry.state is MessageState.SCHEDULED:
                 assert in_timers
             else:

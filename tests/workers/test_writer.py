@@ -29,6 +29,7 @@ from tests.workers.support import (
 from workers import messages
 from workers.clock import FakeClock
 from workers.messages import SendOutcome
+from workers.timers import message
 from workers.txn import Txn
 from workers.writer import Writer
 
@@ -489,6 +490,6 @@ def test_a_send_already_due_never_becomes_a_timer_key(
     assert due_now.state is MessageState.DELIVERED
     assert past.state is MessageState.DELIVERED
     assert future.state is MessageState.SCHEDULED
-    assert timer_keys(store) == [keys.message_timer_key(now + 1, "t", "next")]
+    assert timer_keys(store) == [message.timer_key(now + 1, "t", "next")]
     assert [r.msg_id for r in topic_log(store, "t")] == ["now", "past"]
     assert writer.pending_timers == 1
