@@ -208,15 +208,6 @@ def chart(samples: list[Sample], caption: str, path: Path) -> None:
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
     keys_ax.legend(fontsize=8, ncols=2)
-    keys_ax.text(
-        retention_min,
-        0,
-        " retention",
-        rotation=90,
-        va="bottom",
-        fontsize=8,
-        color="grey",
-    )
     fig.suptitle(caption, fontsize=9)
     fig.savefig(str(path), dpi=100)
 
@@ -224,9 +215,10 @@ def chart(samples: list[Sample], caption: str, path: Path) -> None:
 def write_outputs(samples: list[Sample], profile: str, out_dir: Path) -> tuple[Path, Path]:
     today = datetime.date.today().isoformat()
     caption = (
-        f"rocktimer soak, {profile} profile, {today}, commit {report.revision()}: "
-        f"{SENDS_PER_S} sends/s, retention {RETENTION_MS // 60_000} min (dashed), "
-        f"steady state from {2 * RETENTION_MS // 60_000} min (dotted) — {report.machine()}"
+        f"rocktimer soak, {profile} profile, {today}, commit {report.revision()} — "
+        f"{report.machine()}\n{SENDS_PER_S} sends/s on a fake clock; retention "
+        f"{RETENTION_MS // 60_000} min (dashed line); steady state from "
+        f"{2 * RETENTION_MS // 60_000} min (dotted line)"
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     md = out_dir / f"soak-{profile}.md"
