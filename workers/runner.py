@@ -154,7 +154,7 @@ class Engine:
             )
 
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_ms / 1000
+        deadline = self.clock.now_ms() + wait_ms  # on the engine's clock, as every deadline
         while True:
             parked = Parked(topic, look, loop.create_future())
 
@@ -168,14 +168,14 @@ class Engine:
                 got = await self.writer.submit(look_or_park, durable=False, inline=True)
                 if got:
                     return got
-                left = deadline - loop.time()
+                left = (deadline - self.clock.now_ms()) / 1000
                 if left > 0:
                     with contextlib.suppress(TimeoutError):
                         got = await asyncio.wait_for(asyncio.shield(parked.future), left)
             finally:
                 if not self.long_polls.cancel(parked):  # claimed: its messages are coming
                     got = await parked.future
-            if got or loop.time() >= deadline:
+            if got or self.clock.now_ms() >= deadline:
                 return got
 
     async def ack(self, topic: str, group: str, receipts: list[str]) -> list[str]:
