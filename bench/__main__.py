@@ -29,6 +29,7 @@ from bench import (
     scale,
     schedules,
     send,
+    soak,
     storm,
 )
 
@@ -97,6 +98,7 @@ def figures(s: scale.Scale) -> list[Figure]:
         ("12", "reschedule vs single send", lambda: reschedule.run_figure(s)),
         ("13", "recurring schedules at scale", lambda: schedules.run_figure(schedules.size())),
         ("14", "filtered vs unfiltered receive", lambda: filtered.run_figure(filtered.size())),
+        ("15", "soak", lambda: soak.run_figure(minutes=s.soak_minutes, profile=s.name)),
     ]
 
 

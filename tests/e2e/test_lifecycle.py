@@ -19,7 +19,8 @@ import httpx
 import orjson
 import pytest
 
-from tests.e2e.server import ROOT, Server, free_port
+from bench.process import ROOT, free_port
+from tests.e2e.server import Server
 
 OPEN_POLLS = 2_000
 STOP_BOUND_S = 2.0  # issue 12: a stop with 2,000 polls open takes less than this
