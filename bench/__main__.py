@@ -17,6 +17,7 @@ from bench import (
     events,
     growth,
     lateness,
+    ontime,
     pending,
     receive,
     reclaim,
@@ -76,6 +77,11 @@ def figures(s: scale.Scale) -> list[Figure]:
         ),
         (
             "10",
+            "on time under load",
+            lambda: ontime.run_figure(seconds=s.ontime_seconds),
+        ),
+        (
+            "11",
             "event log on vs off",
             lambda: events.run_figure(
                 warmup_s=s.send_warmup_s,

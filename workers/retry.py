@@ -59,7 +59,8 @@ class GroupSettings(_Strict):
     """A consumer group's settings on one topic."""
 
     max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT)] = DEFAULT_MAX_ATTEMPTS
-    retry: RetryPolicy = LevelsPolicy()
+    # A factory, not an instance: an object default in the schema breaks client generators.
+    retry: RetryPolicy = Field(default_factory=LevelsPolicy)
 
 
 DEFAULT_SETTINGS = GroupSettings()

@@ -18,6 +18,7 @@ from bench import (
     growth,
     lateness,
     loader,
+    ontime,
     pending,
     probe,
     process,
@@ -71,6 +72,19 @@ def test_lateness_figure_runs() -> None:
     rows = lateness.run_figure(seconds=1, rate=300)
     assert len(rows) == 2
     assert all(r.notes.startswith("300/300 received") for r in rows)
+    rendered(rows)
+
+
+@pytest.mark.slow
+def test_ontime_figure_runs() -> None:
+    rows = ontime.run_figure(seconds=0.5, rate=400, consume_ceiling=2_000)
+    assert len(rows) == 10
+    assert all(r.number == "10" for r in rows)
+    lateness, throughput = rows[:6], rows[6:]
+    assert all(r.notes.startswith("200/200 received") for r in lateness)
+    assert all(r.ceiling.startswith("timers alone p50 ") for r in lateness)
+    assert [r.ceiling.split(" ")[0] for r in throughput] == ["producer"] * 2 + ["consumers"] * 2
+    assert all(r.result.endswith(" msg/s") for r in throughput)
     rendered(rows)
 
 
