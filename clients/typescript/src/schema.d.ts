@@ -387,6 +387,10 @@ export interface components {
             pending_timers?: number;
             /** Writer Queue */
             writer_queue?: number;
+            /** Due Backlog Timers */
+            due_backlog_timers?: number;
+            /** Due Backlog Oldest Ms */
+            due_backlog_oldest_ms?: number;
         };
         /** InvisibilityResult */
         InvisibilityResult: {

@@ -18,11 +18,15 @@ class Health:
         status (str):
         pending_timers (int | Unset):
         writer_queue (int | Unset):
+        due_backlog_timers (int | Unset):
+        due_backlog_oldest_ms (int | Unset):
     """
 
     status: str
     pending_timers: int | Unset = UNSET
     writer_queue: int | Unset = UNSET
+    due_backlog_timers: int | Unset = UNSET
+    due_backlog_oldest_ms: int | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -31,6 +35,10 @@ class Health:
         pending_timers = self.pending_timers
 
         writer_queue = self.writer_queue
+
+        due_backlog_timers = self.due_backlog_timers
+
+        due_backlog_oldest_ms = self.due_backlog_oldest_ms
 
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
@@ -43,6 +51,10 @@ class Health:
             field_dict["pending_timers"] = pending_timers
         if writer_queue is not UNSET:
             field_dict["writer_queue"] = writer_queue
+        if due_backlog_timers is not UNSET:
+            field_dict["due_backlog_timers"] = due_backlog_timers
+        if due_backlog_oldest_ms is not UNSET:
+            field_dict["due_backlog_oldest_ms"] = due_backlog_oldest_ms
 
         return field_dict
 
@@ -55,10 +67,16 @@ class Health:
 
         writer_queue = d.pop("writer_queue", UNSET)
 
+        due_backlog_timers = d.pop("due_backlog_timers", UNSET)
+
+        due_backlog_oldest_ms = d.pop("due_backlog_oldest_ms", UNSET)
+
         health = cls(
             status=status,
             pending_timers=pending_timers,
             writer_queue=writer_queue,
+            due_backlog_timers=due_backlog_timers,
+            due_backlog_oldest_ms=due_backlog_oldest_ms,
         )
 
         health.additional_properties = d
