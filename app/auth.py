@@ -2,8 +2,9 @@
 configured, that gives each path the role api.md's table asks for.
 
 | role | may call |
-| producer | send, batch send, message status, cancel |
-| consumer | receive, ack, nack, invisibility, per-group message state, GET group settings |
+| producer | send, batch send, message status, cancel, list scheduled messages |
+| consumer | receive, ack, nack, invisibility, per-group message state, GET group settings, |
+|          | list topics, list a topic's groups |
 | admin | everything, including PUT group settings, DLQ list and redrive |
 | (none) | /healthz, /readyz, /metrics, /openapi.json, /docs |
 """
@@ -21,6 +22,8 @@ from app.errors import problem
 def required_role(method: str, path: str) -> Role | None:
     """The role a request needs, or None for the open service endpoints."""
     parts = path.split("/")  # "", "v1", "topics", topic, kind, ...
+    if parts[1:] == ["v1", "topics"]:  # the topic list
+        return Role.CONSUMER
     if len(parts) < 5 or parts[1] != "v1" or parts[2] != "topics":
         return None if not path.startswith("/v1/") else Role.ADMIN
     if parts[4] == "messages":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import fields
 from functools import cached_property
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -32,7 +33,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     data_dir: str = "./data"
-    log_level: str = "info"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["text", "json"] = "text"
+    access_log: bool = True  # one line per request at info (method, path, status, ms)
     max_delay_ms: int = Field(TEN_YEARS_MS, ge=0)
     max_body_bytes: int = Field(4 * MiB, ge=1)
     max_request_bytes: int = Field(5 * MiB, ge=1)

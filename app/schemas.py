@@ -218,6 +218,46 @@ class RedriveResult(_Reply):
     state: Literal["pending"]
 
 
+class TopicItem(_Reply):
+    """A topic and its counts (kept as messages change, never counted by a scan)."""
+
+    topic: str
+    scheduled: int = Field(description="Messages scheduled, not yet due")
+    delivered: int = Field(description="Messages delivered into the topic since it began")
+    cancelled: int = Field(description="Messages cancelled since the topic began")
+
+
+class TopicPage(_Reply):
+    items: list[TopicItem]
+    next_cursor: str | None = None
+
+
+class GroupItem(_Reply):
+    """A consumer group of a topic and where it stands."""
+
+    group: str
+    backlog: int = Field(description="Messages the group has not received yet")
+    inflight: int = Field(description="Received, not yet acked or failed")
+    retrying: int = Field(description="Failed, waiting for the retry delay")
+    dead: int = Field(description="Dead letters from this topic")
+    filter: str = Field(description="Tag filter expression ('*': every message)")
+    push: dict[str, Any] | None = Field(None, description="Push delivery settings, if any")
+
+
+class GroupPage(_Reply):
+    items: list[GroupItem]
+    next_cursor: str | None = None
+
+
+class MessagePage(_Reply):
+    items: list[MessageView]
+    next_cursor: str | None = Field(
+        None,
+        description="Present while more may follow; a page may be short (even empty) "
+        "and still have a next one",
+    )
+
+
 class FieldError(_Reply):
     loc: list[str | int]
     field: str

@@ -169,6 +169,28 @@ def event_key(seq: int) -> bytes:
 
 
 EVENTS_NEXT_KEY = b"events-next-seq"  # meta: the seq the next event gets (never reused)
+
+
+# --- counters, kept in the batch of each change (storage/records.py, Counts) -----------
+
+
+TOPIC_COUNTS_PREFIX = b"topic-counts" + SEP
+
+
+def topic_counts_key(topic: str) -> bytes:
+    """A topic's scheduled / delivered / cancelled counts; their keys list the topics."""
+    return TOPIC_COUNTS_PREFIX + topic.encode()
+
+
+def group_counts_prefix(topic: str) -> bytes:
+    return b"group-counts" + SEP + topic.encode() + SEP
+
+
+def group_counts_key(topic: str, group: str) -> bytes:
+    """A group's in-flight / retrying / dead counts on one topic; their keys list its groups."""
+    return group_counts_prefix(topic) + group.encode()
+
+
 WATERMARK_KEY = b"timer-watermark"
 RECEIPT_SECRET_KEY = b"receipt-secret"  # the MAC key of receipts (workers/receipts.py)
 PENDING_KEY = b"pending-timers"

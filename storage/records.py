@@ -190,6 +190,27 @@ def decode_dead(data: bytes) -> DeadLetter:
         raise CorruptRecordError(f"undecodable dead letter: {exc}") from exc
 
 
+# --- counters: three signed ints per key (storage/keys.py, *_counts_key) ------------------
+
+_COUNTS = struct.Struct(">qqq")
+Counts = tuple[int, int, int]
+NO_COUNTS: Counts = (0, 0, 0)
+
+
+def encode_counts(counts: Counts) -> bytes:
+    return _COUNTS.pack(*counts)
+
+
+def decode_counts(raw: bytes | None) -> Counts:
+    if raw is None:
+        return NO_COUNTS
+    try:
+        a, b, c = _COUNTS.unpack(raw)
+    except struct.error as exc:
+        raise CorruptRecordError(f"undecodable counts: {exc}") from exc
+    return a, b, c
+
+
 def record_msg_id(record: bytes) -> str:
     """The msg_id of an encoded record, without decoding the rest."""
     return record[_MESSAGE.size : _MESSAGE.size + record[25]].decode()

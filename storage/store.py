@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final, NamedTuple
 
 from rocksdict import (
@@ -197,6 +197,43 @@ class RocksStore:
             yield it
         except Exception as exc:
             raise StorageError(f"scan failed: {exc}") from exc
+
+    def scan_where(
+        self,
+        cf: str,
+        start: bytes,
+        end: bytes,
+        limit: int,
+        budget: int,
+        keep: Callable[[bytes, bytes], bool],
+    ) -> tuple[list[tuple[bytes, bytes]], bytes | None]:
+        """Up to ``limit`` entries in ``[start, end)`` that ``keep(key, value)``, looking at
+        no more than ``budget`` entries; and the key to resume after, None if none is left.
+
+        For listings filtered out of a shared keyspace (one topic's timers among all): a
+        page costs at most ``budget`` reads, however rare the matches are.
+        """
+        self._check_open()
+        read = ReadOptions()
+        read.set_iterate_upper_bound(end)
+        out: list[tuple[bytes, bytes]] = []
+        seen = 0
+        last: bytes | None = None
+        try:
+            it = self._cfs[cf].iter(read)
+            it.seek(start)
+            while it.valid():
+                if len(out) == limit or seen == budget:
+                    return out, last  # more may follow: resume after what was looked at
+                last = it.key()
+                value = it.value()
+                seen += 1
+                if keep(last, value):
+                    out.append((last, value))
+                it.next()
+        except Exception as exc:
+            raise StorageError(f"scan failed: {exc}") from exc
+        return out, None
 
     def first_key(self, cf: str, start: bytes, end: bytes) -> bytes | None:
         found = self.scan(cf, start, end, 1)

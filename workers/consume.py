@@ -115,7 +115,7 @@ def receive(
         state, record = decode_inflight(raw), decode_message(value)
         if state.state is GroupState.READY and not gone(record):
             out.append(_hold(txn, topic, group, seq, record, value, state, invisible_ms))
-    for key, value in lanes.read(txn, topic_lane, group, limit - len(out), room.fits):
+    for key, value in lanes.read(txn, topic_lane, group, limit - len(out), room.fits, join=True):
         record = decode_message(value)
         if not gone(record):
             seq = keys.log_seq(key)
@@ -164,6 +164,7 @@ def _hold(
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(held))
     _put_timer(txn, invisible.timer_key, topic, group, seq, held)
     events.emit(txn, EventKind.RECEIVED, value, topic=topic, group=group, attempt=attempt)
+    txn.count_group(topic, group, inflight=1)
     return Received(record, attempt, encode_receipt(_secret(txn), topic, group, seq, generation))
 
 
@@ -201,6 +202,8 @@ def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
         acked = held._replace(state=GroupState.ACKED)
         txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(acked))
         emit_event(txn, EventKind.ACKED, topic, group, seq, held.attempts)
+        txn.count_group(topic, group, inflight=-1)
+        txn.note("acks")
         out.append(ACKED)
     txn.sync = True
     return out
@@ -222,6 +225,7 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
         delay = delay_ms if delay_ms is not None else retry_delay_ms(settings.retry, held.attempts)
         emit_event(txn, EventKind.NACKED, topic, group, seq, held.attempts)
         fail(txn, topic, group, seq, held, delay, settings)
+        txn.note("nacks")
         out.append("nacked")
     txn.sync = True
     return out
@@ -273,8 +277,10 @@ def fail(
     delay_ms: int,
     settings: GroupSettings,
 ) -> None:
-    """A failed attempt: dead after max_attempts, else visible again after ``delay_ms``."""
+    """A held message's attempt failed: dead after max_attempts, else visible again after
+    ``delay_ms``."""
     now = txn.now_ms
+    txn.count_group(topic, group, inflight=-1)
     slot = keys.inflight_key(topic, group, seq)
     if txn.get(CF.META, keys.held_key(keys.topic_lane(topic), seq)) is not None:
         txn.delete(CF.INFLIGHT, slot)  # past its retention: gone for the group (retention.py)
@@ -290,6 +296,7 @@ def fail(
     )
     txn.put(CF.INFLIGHT, slot, encode_inflight(waiting))
     _put_timer(txn, retry.timer_key, topic, group, seq, waiting)
+    txn.count_group(topic, group, retrying=1)
 
 
 def make_ready(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
@@ -310,11 +317,14 @@ def _bury(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
         return
     dead = held._replace(state=GroupState.DEAD, deadline_ms=now, last_failure_ms=now)
     txn.put(CF.INFLIGHT, slot, encode_inflight(dead))
+    txn.note("dead_letters")
     record = decode_message(raw)
     lanes.append(txn, keys.dlq_lane(group), stamp_delivered(raw, now))
     events.emit(txn, EventKind.DEAD, raw, topic=topic, group=group, attempt=held.attempts)
     letter = DeadLetter(record.msg_id, held.attempts, now, now)
     txn.put(CF.DEAD, keys.dead_key(topic, group, now, seq), encode_dead(letter))
+    txn.count_group(topic, group, dead=1)
+    txn.count_topic(keys.DLQ_PREFIX + group, delivered=1)
     txn.woken_topics.add(keys.DLQ_PREFIX + group)
 
 
@@ -342,8 +352,12 @@ def redrive(txn: Txn, topic: str, group: str, msg_id: str) -> None:
     held = decode_inflight(raw) if raw is not None else None
     if seq is None or held is None or held.state is not GroupState.DEAD:
         raise MessageNotFound(f"{msg_id!r} from topic {topic!r} is not a dead letter of {group!r}")
-    txn.delete(CF.DEAD, keys.dead_key(topic, group, held.deadline_ms, seq))
+    letter = keys.dead_key(topic, group, held.deadline_ms, seq)
+    if txn.get(CF.DEAD, letter) is not None:
+        txn.delete(CF.DEAD, letter)
+        txn.count_group(topic, group, dead=-1)
     emit_event(txn, EventKind.REDRIVEN, topic, group, seq, held.attempts)
+    txn.note("redrives")
     fresh = held._replace(attempts=0, generation=held.generation + 1)
     make_ready(txn, topic, group, seq, fresh)
     txn.sync = True

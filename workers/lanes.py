@@ -33,8 +33,12 @@ def read(
     group: str,
     limit: int,
     fits: Callable[[bytes], bool] | None = None,
+    *,
+    join: bool = False,
 ) -> list[tuple[bytes, bytes]]:
     """The next ``limit`` entries of a lane after the group's cursor; advances the cursor.
+    ``join``: make the cursor at the group's first read, even of nothing (a topic's
+    groups are the cursors on its log: GET /v1/topics/{topic}/groups).
 
     Entries deleted earlier in this batch (by retention) are skipped; entries appended
     earlier in this same batch are seen by the next receive (the cursor never passes an
@@ -53,4 +57,6 @@ def read(
                 break
     if entries:
         txn.put(CF.META, cursor_key, keys.u64(keys.log_seq(entries[-1][0]) + 1))
+    elif raw is None and join:
+        txn.put(CF.META, cursor_key, keys.u64(0))
     return entries

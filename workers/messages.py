@@ -105,7 +105,7 @@ def _send(txn: Txn, rec: MessageRecord, index_key: bytes, raw: bytes | None) -> 
             index_key,
             INDEX.pack(_SCHEDULED, rec.deliver_at_ms, rec.created_at_ms, 0, 0),
         )
-        txn.add_pending(1)
+        txn.count_topic(rec.topic, scheduled=1)
         txn.schedule_hint(rec.deliver_at_ms)
         state = MessageState.SCHEDULED
     # tuple.__new__: a NamedTuple's own __new__ is a Python call, half the cost (batch path)
@@ -115,14 +115,18 @@ def _send(txn: Txn, rec: MessageRecord, index_key: bytes, raw: bytes | None) -> 
 
 
 def deliver(txn: Txn, rec: MessageRecord) -> int:
-    """Append a due message to its topic log and mark it delivered; returns its seq."""
+    """Append a due message to its topic log and mark it delivered; returns its seq.
+
+    Lateness runs from when the message could first be delivered: its deliver time, or
+    its arrival if the client gave a time already past (a 1970 deliver_at is not late)."""
     now = txn.now_ms
     value = encode_message(rec.delivered(now))
     seq = lanes.append(txn, keys.topic_lane(rec.topic), value)
     events.emit(txn, EventKind.DELIVERED, value)
     entry = IndexEntry(MessageState.DELIVERED, rec.deliver_at_ms, rec.created_at_ms, now, seq)
     txn.put(CF.MESSAGES, keys.message_key(rec.topic, rec.msg_id), encode_index(entry))
-    txn.lateness_ms.append(max(0, now - rec.deliver_at_ms))
+    txn.lateness_ms.append(max(0, now - max(rec.deliver_at_ms, rec.created_at_ms)))
+    txn.count_topic(rec.topic, delivered=1)
     txn.woken_topics.add(rec.topic)
     return seq
 
@@ -151,7 +155,7 @@ def cancel(txn: Txn, topic: str, msg_id: str) -> CancelOutcome:
     done = entry._replace(state=MessageState.CANCELLED, done_at_ms=txn.now_ms)
     txn.put(CF.MESSAGES, index_key, encode_index(done))
     txn.put(CF.META, keys.tombstone_key(txn.now_ms, index_key), b"")  # reclaimed after retention
-    txn.add_pending(-1)
+    txn.count_topic(topic, scheduled=-1, cancelled=1)
     txn.cancels += 1
     txn.sync = True
     return CancelOutcome(topic, msg_id, txn.now_ms)

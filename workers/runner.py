@@ -8,16 +8,18 @@ import contextlib
 import logging
 import queue
 import sys
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from storage import keys
 from storage.records import DeadLetter, MessageRecord
 from storage.store import CF, RocksStore
-from workers import consume, messages
+from workers import browse, consume, messages
 from workers.clock import Clock, RealClock
 from workers.deliverer import Deliverer
 from workers.exporter import Exporter
+from workers.histogram import Histogram
 from workers.lag import DeliveryLag
 from workers.notify import LongPolls, Parked
 from workers.retry import GroupSettings, decode_settings
@@ -54,20 +56,25 @@ class EngineConfig:
 
 ItemOutcome = messages.SendOutcome | Exception
 
+# Lateness buckets in ms: the target is p99 <= 10 ms, so resolve the low end finely.
+LATENESS_BUCKETS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 60_000)
+
 
 class Engine:
     def __init__(
         self,
         config: EngineConfig,
         clock: Clock | None = None,
-        observe_lateness: Callable[[list[int]], None] | None = None,
     ) -> None:
         self.config = config
         self.clock = clock or RealClock()
         self.store = RocksStore(config.data_dir)
         self.store.secret(keys.RECEIPT_SECRET_KEY)  # made now, before any worker runs
         self.long_polls = LongPolls()
-        self._observe_lateness = observe_lateness
+        # delivered - max(deliver_at, accepted_at) of every delivery, and the events of
+        # consumption (acks, nacks, expiries, dead_letters, redrives) since start.
+        self.lateness_ms = Histogram(LATENESS_BUCKETS_MS)
+        self.tallies: Counter[str] = Counter()
         self.writer = Writer(
             self.store,
             self.clock,
@@ -140,8 +147,10 @@ class Engine:
         if txn.woken_topics:
             for parked in self.long_polls.claim(txn.woken_topics):
                 self.writer.follow_up(parked.receive, parked.future)
-        if txn.lateness_ms and self._observe_lateness is not None:
-            self._observe_lateness(txn.lateness_ms)
+        if txn.lateness_ms:
+            self.lateness_ms.observe_many(txn.lateness_ms)
+        if txn.tallies:
+            self.tallies.update(txn.tallies)
 
     # --- producer calls ------------------------------------------------------------------
 
@@ -203,7 +212,7 @@ class Engine:
                 got = await self.writer.submit(
                     look_or_park, durable=False, inline=True, weight=limit
                 )
-                if got:
+                if got or self.long_polls.closed:
                     return got
                 left = deadline - loop.time()
                 if left > 0:
@@ -212,8 +221,15 @@ class Engine:
             finally:
                 if not self.long_polls.cancel(parked):  # claimed: its messages are coming
                     got = await parked.future
-            if got or loop.time() >= deadline:
+            if got or self.long_polls.closed or loop.time() >= deadline:
                 return got
+
+    def release_long_polls(self) -> None:
+        """Answer every waiting long poll now, empty, and let none wait from now on: the
+        first step of a stop (on the event loop, which the parked receives wait on)."""
+        for parked in self.long_polls.close():
+            if not parked.future.done():
+                parked.future.set_result([])
 
     async def ack(self, topic: str, group: str, receipts: list[str]) -> list[str]:
         return await self.writer.submit(
@@ -261,3 +277,18 @@ class Engine:
         self, topic: str, group: str, after: bytes | None, limit: int
     ) -> tuple[list[tuple[bytes, DeadLetter]], bool]:
         return consume.dead_letters(self.store, topic, group, after, limit)
+
+    # --- browsing (read-only, no writer) ---------------------------------------------------
+
+    def topics(self, after: str | None, limit: int) -> tuple[list[browse.TopicSummary], bool]:
+        return browse.topics(self.store, after, limit)
+
+    def groups(
+        self, topic: str, after: str | None, limit: int
+    ) -> tuple[list[browse.GroupSummary], bool]:
+        return browse.groups(self.store, topic, after, limit)
+
+    def scheduled(
+        self, topic: str, after: bytes | None, limit: int
+    ) -> tuple[list[MessageRecord], bytes | None]:
+        return browse.scheduled(self.store, topic, after, limit)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from storage import events
+from storage import events, keys
 from storage.keys import EVENTS_NEXT_KEY, PENDING_KEY, event_key, next_seq_key, read_u64, u64
+from storage.records import Counts, decode_counts, encode_counts
 from storage.store import CF, DeleteRange, RocksStore
 
 _MISSING = object()
@@ -40,10 +41,15 @@ class Txn:
         self.lane_next: dict[bytes, int] = {}
         # The events staged so far (workers/events.py); None when the event log is off.
         self.events: list[events.Staged] | None = [] if log_events else None
+        # Counter deltas, merged into their meta keys at commit (same WriteBatch), and
+        # events for the process's metrics (acks, nacks, …), read by the commit hook.
+        # Both are rolled back with the op that staged them.
+        self.counts: dict[bytes, Counts] = {}
+        self.tallies: dict[str, int] = {}
         # One dict per column family: key -> final value (None = delete).
         self._staged: dict[str, dict[bytes, bytes | None]] = {cf: {} for cf in CF.ALL}
         self._ranges: list[DeleteRange] = []
-        self._undo: list[tuple[dict[bytes, Any], bytes, object]] = []
+        self._undo: list[tuple[dict[Any, Any], Any, object]] = []
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -108,6 +114,35 @@ class Txn:
     def add_pending(self, delta: int) -> None:
         self.pending_delta += delta
 
+    def count_topic(
+        self, topic: str, scheduled: int = 0, delivered: int = 0, cancelled: int = 0
+    ) -> None:
+        """Move a topic's counts (listed by GET /v1/topics); scheduled is the pending total's
+        share of the topic."""
+        self._count(keys.topic_counts_key(topic), (scheduled, delivered, cancelled))
+        self.pending_delta += scheduled
+
+    def count_group(
+        self, topic: str, group: str, inflight: int = 0, retrying: int = 0, dead: int = 0
+    ) -> None:
+        """Move a group's counts on a topic (GET /v1/topics/{topic}/groups, /metrics)."""
+        self._count(keys.group_counts_key(topic, group), (inflight, retrying, dead))
+
+    def _count(self, key: bytes, delta: Counts) -> None:
+        counts = self.counts
+        old = counts.get(key)
+        self._undo.append((counts, key, _MISSING if old is None else old))
+        counts[key] = (
+            delta if old is None else (old[0] + delta[0], old[1] + delta[1], old[2] + delta[2])
+        )
+
+    def note(self, event: str, n: int = 1) -> None:
+        """Count an event for the metrics (acks, nacks, expiries, dead letters, redrives)."""
+        tallies = self.tallies
+        old = tallies.get(event)
+        self._undo.append((tallies, event, _MISSING if old is None else old))
+        tallies[event] = (old or 0) + n
+
     def schedule_hint(self, due_ms: int) -> None:
         """A timer key was added: the scanner may have to wake earlier."""
         if self.min_new_due is None or due_ms < self.min_new_due:
@@ -143,6 +178,10 @@ class Txn:
             meta[PENDING_KEY] = pending_total.to_bytes(8, "big")
         for lane, seq in self.lane_next.items():
             meta[next_seq_key(lane)] = u64(seq)
+        for key, (a, b, c) in self.counts.items():
+            if a or b or c:
+                x, y, z = decode_counts(self.get(CF.META, key))
+                meta[key] = encode_counts((x + a, y + b, z + c))
         if self.events:
             # The events and the counter that numbers them go in this same batch: a crash
             # keeps both or neither, and a seq is never handed out twice.
@@ -155,4 +194,9 @@ class Txn:
 
     @property
     def empty(self) -> bool:
-        return not self._ranges and not any(self._staged.values()) and not self.events
+        return (
+            not self._ranges
+            and not any(self._staged.values())
+            and not self.events
+            and not self.counts
+        )

@@ -28,6 +28,7 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from storage.errors import (
 from storage.keys import PENDING_KEY, read_u64
 from storage.store import CF, RocksStore
 from workers.clock import Clock
+from workers.histogram import Histogram
 from workers.thread import OwnThread
 from workers.txn import Txn
 
@@ -63,6 +65,8 @@ DISK_CHECK_MS = 50  # statvfs at most this often (it was 4% of the writer under 
 REOPEN_BACKOFF_MS = 500  # between attempts to reopen a store whose write failed
 DISK_FULL_DETAIL = "the disk is nearly full: new messages are refused until space is freed"
 BROKEN_STORE_DETAIL = "the store cannot write at the moment (disk full or I/O error)"
+BATCH_OPS_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, GROUP_COMMIT_MAX_ITEMS)
+FSYNC_BOUNDS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
 
 
 class _Loop(OwnThread, abc.ABC):
@@ -144,6 +148,7 @@ class Writer(_Loop):
         self.pending_timers = read_u64(raw) if raw else 0
         self.batches = 0
         self.ops_done = 0
+        self.batch_ops = Histogram(BATCH_OPS_BOUNDS)  # ops per batch: how much group commit
         # Cancels committed so far. A scanned chunk remembers the count; if it is unchanged
         # when the chunk is moved, no message in it can have been cancelled meanwhile.
         self.cancels_committed = 0
@@ -166,6 +171,11 @@ class Writer(_Loop):
     @property
     def alive(self) -> bool:
         return self._running and super().alive and self._syncer.alive
+
+    @property
+    def fsync_seconds(self) -> Histogram:
+        """How long each WAL fsync took."""
+        return self._syncer.fsync_seconds
 
     @property
     def queue_depth(self) -> int:
@@ -439,6 +449,7 @@ class Writer(_Loop):
                 self._horizon.notify_all()
         self.batches += 1
         self.ops_done += len(ops)
+        self.batch_ops.observe(len(ops))
         _complete(results)
 
 
@@ -467,6 +478,7 @@ class Syncer(_Loop):
         self._waiting: list[list[tuple[_Op, bool, Any]]] = []
         self._busy = False
         self.syncs = 0
+        self.fsync_seconds = Histogram(FSYNC_BOUNDS_S)
 
     def add(self, results: list[tuple[_Op, bool, Any]]) -> None:
         """Answer these once the WAL is synced (from the writer, after their write)."""
@@ -505,7 +517,9 @@ class Syncer(_Loop):
             error = StorageError(BROKEN_STORE_DETAIL)
         else:
             try:
+                started = time.perf_counter()
                 self.store.sync_wal()
+                self.fsync_seconds.observe(time.perf_counter() - started)
                 self.syncs += 1
             except Exception as exc:
                 log.error("WAL sync of %d batches failed: %s", len(batches), exc)

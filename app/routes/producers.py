@@ -27,7 +27,7 @@ from app.schemas import (
     SendResult,
 )
 from storage.errors import InvalidInput, PayloadTooLarge
-from storage.records import BodyEncoding, MessageRecord, MessageState
+from storage.records import BodyEncoding, IndexEntry, MessageRecord, MessageState
 from workers.messages import SendOutcome
 from workers.retry import DELAY_LEVELS_MS
 from workers.runner import Engine
@@ -250,7 +250,13 @@ def _validate_items(
 async def get_message(topic: TopicPath, msg_id: MsgIdPath, request: Request) -> Response:
     engine = engine_of(request)
     found = engine.status(topic, msg_id)
-    entry, rec = found.entry, found.record
+    return json_response(message_view(topic, msg_id, found.entry, found.record))
+
+
+def message_view(
+    topic: str, msg_id: str, entry: IndexEntry, rec: MessageRecord | None
+) -> dict[str, Any]:
+    """A message as GET .../messages/{msg_id} shows it (MessageView)."""
     view: dict[str, Any] = {
         "topic": topic,
         "msg_id": msg_id,
@@ -265,7 +271,7 @@ async def get_message(topic: TopicPath, msg_id: MsgIdPath, request: Request) -> 
         view["cancelled_at_ms"] = entry.done_at_ms
     if rec is not None and rec.tag is not None:
         view["tag"] = rec.tag
-    return json_response(view)
+    return view
 
 
 @router.delete(

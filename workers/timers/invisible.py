@@ -27,6 +27,7 @@ def fire(txn: Txn, key: bytes, value: bytes) -> None:
         )
         settings = consume.group_settings(txn, timer.topic, timer.group)
         consume.fail(txn, timer.topic, timer.group, timer.seq, held, 0, settings)
+        txn.note("expiries")
 
 
 fire_run = one_at_a_time(fire)

@@ -62,9 +62,9 @@ def fire_run(span: Span, start: int) -> int:
     index_raw = iter(txn.get_many(CF.MESSAGES, [k[8:] for k, _ in run])) if span.recheck else None
     now = txn.now_ms
     lateness = txn.lateness_ms
-    woken: set[bytes] = set()
+    per_lane: dict[bytes, int] = {}  # messages moved into each topic log
     last_lane = b""
-    moved = 0
+    moved = in_lane = 0
     skipped: set[bytes] = set()
     for key, value in run:
         if index_raw is not None:
@@ -76,18 +76,25 @@ def fire_run(span: Span, start: int) -> int:
                 continue
         lane = key[8 : key.index(0, 8) + 1]  # topic ‖ 0x00
         if lane != last_lane:
-            woken.add(lane)
-            last_lane = lane
+            if in_lane:
+                per_lane[last_lane] = per_lane.get(last_lane, 0) + in_lane
+            last_lane, in_lane = lane, 0
         due = keys.read_u64(key)
         seq = lanes.append(txn, lane, stamp_delivered(value, now))
         created = keys.read_u64(value, CREATED_AT_OFFSET)
         txn.put(CF.MESSAGES, key[8:], INDEX.pack(_DELIVERED, due, created, now, seq))
-        lateness.append(now - due if now > due else 0)
+        since = due if due > created else created  # as messages.deliver: max(due, arrival)
+        lateness.append(now - since if now > since else 0)
+        in_lane += 1
         moved += 1
+    if in_lane:
+        per_lane[last_lane] = per_lane.get(last_lane, 0) + in_lane
+    for lane, n in per_lane.items():  # one counter update per topic, not per message
+        topic = lane[:-1].decode()
+        txn.woken_topics.add(topic)
+        txn.count_topic(topic, scheduled=-n, delivered=n)  # pending falls with scheduled
     if moved:  # one event per delivered message, without a Python loop (storage/events.py)
         delivered = run if not skipped else [e for e in run if e[0] not in skipped]
         events.emit_many(txn, EventKind.DELIVERED, list(map(_VALUE, delivered)))
-    txn.woken_topics.update(lane[:-1].decode() for lane in woken)
-    txn.add_pending(-moved)
     span.moved += moved
     return stop

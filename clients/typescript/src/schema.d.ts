@@ -11,7 +11,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /** The topic's scheduled messages in due order */
+        get: operations["list_messages"];
         put?: never;
         /** Schedule one message */
         post: operations["send_message"];
@@ -193,6 +194,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/topics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Topics by name, with their scheduled, delivered and cancelled counts */
+        get: operations["list_topics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/topics/{topic}/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The topic's consumer groups by name: backlog, in flight, retrying, dead */
+        get: operations["list_groups"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -352,6 +387,46 @@ export interface components {
              */
             interval_ms?: number;
         };
+        /**
+         * GroupItem
+         * @description A consumer group of a topic and where it stands.
+         */
+        GroupItem: {
+            /** Group */
+            group: string;
+            /**
+             * Backlog
+             * @description Messages the group has not received yet
+             */
+            backlog: number;
+            /**
+             * Inflight
+             * @description Received, not yet acked or failed
+             */
+            inflight: number;
+            /**
+             * Retrying
+             * @description Failed, waiting for the retry delay
+             */
+            retrying: number;
+            /**
+             * Dead
+             * @description Dead letters from this topic
+             */
+            dead: number;
+            /**
+             * Filter
+             * @description Tag filter expression ('*': every message)
+             */
+            filter: string;
+            /**
+             * Push
+             * @description Push delivery settings, if any
+             */
+            push?: {
+                [key: string]: unknown;
+            };
+        };
         /** GroupMessageState */
         GroupMessageState: {
             /**
@@ -365,6 +440,13 @@ export interface components {
             next_visible_ms?: number;
             /** Last Failure Ms */
             last_failure_ms?: number;
+        };
+        /** GroupPage */
+        GroupPage: {
+            /** Items */
+            items: components["schemas"]["GroupItem"][];
+            /** Next Cursor */
+            next_cursor?: string;
         };
         /**
          * GroupSettings
@@ -407,6 +489,16 @@ export interface components {
              * @enum {string}
              */
             policy: "levels";
+        };
+        /** MessagePage */
+        MessagePage: {
+            /** Items */
+            items: components["schemas"]["MessageView"][];
+            /**
+             * Next Cursor
+             * @description Present while more may follow; a page may be short (even empty) and still have a next one
+             */
+            next_cursor?: string;
         };
         /** MessageView */
         MessageView: {
@@ -523,6 +615,36 @@ export interface components {
             deliver_at_ms: number;
             /** Created At Ms */
             created_at_ms: number;
+        };
+        /**
+         * TopicItem
+         * @description A topic and its counts (kept as messages change, never counted by a scan).
+         */
+        TopicItem: {
+            /** Topic */
+            topic: string;
+            /**
+             * Scheduled
+             * @description Messages scheduled, not yet due
+             */
+            scheduled: number;
+            /**
+             * Delivered
+             * @description Messages delivered into the topic since it began
+             */
+            delivered: number;
+            /**
+             * Cancelled
+             * @description Messages cancelled since the topic began
+             */
+            cancelled: number;
+        };
+        /** TopicPage */
+        TopicPage: {
+            /** Items */
+            items: components["schemas"]["TopicItem"][];
+            /** Next Cursor */
+            next_cursor?: string;
         };
         /** AckRequest */
         AckRequest: {
@@ -653,6 +775,74 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    list_messages: {
+        parameters: {
+            query?: {
+                /** @description Which messages */
+                state?: "scheduled";
+                /** @description next_cursor of the last page */
+                cursor?: string | null;
+                /** @description Most items in the page */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Topic name (% as %25) */
+                topic: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagePage"];
+                };
+            };
+            /** @description No API key, or an unknown one (only when ROCKTIMER_API_KEYS is set). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key's role may not call this operation. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field, path or query parameter is invalid: `errors` names each one and why. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The store is failing or the service is stopping: retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     send_message: {
         parameters: {
             query?: never;
@@ -1853,6 +2043,135 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before retrying */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The store is failing or the service is stopping: retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_topics: {
+        parameters: {
+            query?: {
+                /** @description next_cursor of the last page */
+                cursor?: string | null;
+                /** @description Most items in the page */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TopicPage"];
+                };
+            };
+            /** @description No API key, or an unknown one (only when ROCKTIMER_API_KEYS is set). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key's role may not call this operation. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field, path or query parameter is invalid: `errors` names each one and why. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The store is failing or the service is stopping: retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_groups: {
+        parameters: {
+            query?: {
+                /** @description next_cursor of the last page */
+                cursor?: string | null;
+                /** @description Most items in the page */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Topic name (% as %25) */
+                topic: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupPage"];
+                };
+            };
+            /** @description No API key, or an unknown one (only when ROCKTIMER_API_KEYS is set). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key's role may not call this operation. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field, path or query parameter is invalid: `errors` names each one and why. */
+            422: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

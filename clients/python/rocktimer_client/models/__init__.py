@@ -11,13 +11,17 @@ from .dead_letter_page import DeadLetterPage
 from .exponential_policy import ExponentialPolicy
 from .field_error import FieldError
 from .fixed_policy import FixedPolicy
+from .group_item import GroupItem
+from .group_item_push import GroupItemPush
 from .group_message_state import GroupMessageState
 from .group_message_state_state import GroupMessageStateState
+from .group_page import GroupPage
 from .group_settings import GroupSettings
 from .health import Health
 from .invisibility_request import InvisibilityRequest
 from .invisibility_result import InvisibilityResult
 from .levels_policy import LevelsPolicy
+from .message_page import MessagePage
 from .message_view import MessageView
 from .message_view_properties import MessageViewProperties
 from .message_view_state import MessageViewState
@@ -40,6 +44,8 @@ from .send_message_body_encoding import SendMessageBodyEncoding
 from .send_message_properties_type_0 import SendMessagePropertiesType0
 from .send_result import SendResult
 from .send_result_state import SendResultState
+from .topic_item import TopicItem
+from .topic_page import TopicPage
 
 __all__ = (
     "AckRequest",
@@ -53,13 +59,17 @@ __all__ = (
     "ExponentialPolicy",
     "FieldError",
     "FixedPolicy",
+    "GroupItem",
+    "GroupItemPush",
     "GroupMessageState",
     "GroupMessageStateState",
+    "GroupPage",
     "GroupSettings",
     "Health",
     "InvisibilityRequest",
     "InvisibilityResult",
     "LevelsPolicy",
+    "MessagePage",
     "MessageView",
     "MessageViewProperties",
     "MessageViewState",
@@ -82,4 +92,6 @@ __all__ = (
     "SendMessagePropertiesType0",
     "SendResult",
     "SendResultState",
+    "TopicItem",
+    "TopicPage",
 )
