@@ -19,12 +19,20 @@ import pyarrow.parquet as pq
 
 SEGMENT_EVENTS = 1_000_000  # events per Parquet segment, as the exporter seals them
 EVENTS_PER_MESSAGE = 4.17
-SCHEMA = pa.schema([
-    ("seq", pa.int64()), ("event_time_ms", pa.int64()), ("kind", pa.string()),
-    ("topic", pa.string()), ("msg_id", pa.string()), ("group", pa.string()),
-    ("attempt", pa.int32()), ("deliver_at_ms", pa.int64()), ("created_at_ms", pa.int64()),
-    ("tag", pa.string()),
-])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        ("seq", pa.int64()),
+        ("event_time_ms", pa.int64()),
+        ("kind", pa.string()),
+        ("topic", pa.string()),
+        ("msg_id", pa.string()),
+        ("group", pa.string()),
+        ("attempt", pa.int32()),
+        ("deliver_at_ms", pa.int64()),
+        ("created_at_ms", pa.int64()),
+        ("tag", pa.string()),
+    ]
+)
 
 
 def _messages(rng: np.random.Generator, first: int, n: int, start_ms: int, span_ms: int) -> Any:
@@ -33,7 +41,9 @@ def _messages(rng: np.random.Generator, first: int, n: int, start_ms: int, span_
     due = created + rng.integers(1_000, 600_000, n)
     late = np.minimum(rng.lognormal(3.0, 1.2, n).astype(np.int64), 3_600_000)
     delivered = due + late
-    topic = pa.array(np.array(["orders", "reminders", "billing", "campaign"])[rng.integers(0, 4, n)])
+    topic = pa.array(
+        np.array(["orders", "reminders", "billing", "campaign"])[rng.integers(0, 4, n)]
+    )
     ids = pa.array(np.char.add("m-", np.arange(first, first + n).astype(str)))
     cancelled = rng.random(n) < 0.02
     nacked = (rng.random(n) < 0.10) & ~cancelled
@@ -43,35 +53,53 @@ def _messages(rng: np.random.Generator, first: int, n: int, start_ms: int, span_
     received = delivered + rng.integers(1, 200, n)
     retry = received + 30_000 + rng.integers(0, 5_000, n)
 
-    def part(kind: str, mask: Any, at: Any, group: bool = False, attempt: int | None = None,
-             with_due: bool = True) -> Any:  # fmt: skip
+    def part(
+        kind: str,
+        mask: Any,
+        at: Any,
+        group: bool = False,
+        attempt: int | None = None,
+        with_due: bool = True,
+    ) -> Any:
         m, where = int(mask.sum()), pa.array(mask)
-        return pa.table({
-            "event_time_ms": pa.array(at[mask]), "kind": pa.repeat(pa.scalar(kind), m),
-            "topic": topic.filter(where), "msg_id": ids.filter(where),
-            "group": pa.repeat(pa.scalar("g" if group else None, pa.string()), m),
-            "attempt": pa.repeat(pa.scalar(attempt, pa.int32()), m),
-            "deliver_at_ms": pa.array(due[mask]) if with_due else pa.nulls(m, pa.int64()),
-            "created_at_ms": pa.array(created[mask]), "tag": pa.nulls(m, pa.string()),
-        })  # fmt: skip
+        return pa.table(
+            {
+                "event_time_ms": pa.array(at[mask]),
+                "kind": pa.repeat(pa.scalar(kind), m),
+                "topic": topic.filter(where),
+                "msg_id": ids.filter(where),
+                "group": pa.repeat(pa.scalar("g" if group else None, pa.string()), m),
+                "attempt": pa.repeat(pa.scalar(attempt, pa.int32()), m),
+                "deliver_at_ms": pa.array(due[mask]) if with_due else pa.nulls(m, pa.int64()),
+                "created_at_ms": pa.array(created[mask]),
+                "tag": pa.nulls(m, pa.string()),
+            }
+        )
 
     everyone = np.ones(n, dtype=bool)
-    return pa.concat_tables([
-        part("scheduled", everyone, created),
-        part("cancelled", cancelled, created + (due - created) // 2, with_due=False),
-        part("delivered", ok, delivered),
-        part("received", ok, received, group=True, attempt=1),
-        part("acked", ok & ~nacked, received + rng.integers(1, 50, n), group=True, attempt=1),
-        part("nacked", nacked, received + 5, group=True, attempt=1),
-        part("received", nacked, retry, group=True, attempt=2),
-        part("acked", nacked & ~dead, retry + 20, group=True, attempt=2),
-        part("dead", dead, retry + 10, group=True, attempt=2),
-        part("redriven", redriven, retry + 60_000, group=True, attempt=2),
-    ]).sort_by("event_time_ms")
+    return pa.concat_tables(
+        [
+            part("scheduled", everyone, created),
+            part("cancelled", cancelled, created + (due - created) // 2, with_due=False),
+            part("delivered", ok, delivered),
+            part("received", ok, received, group=True, attempt=1),
+            part("acked", ok & ~nacked, received + rng.integers(1, 50, n), group=True, attempt=1),
+            part("nacked", nacked, received + 5, group=True, attempt=1),
+            part("received", nacked, retry, group=True, attempt=2),
+            part("acked", nacked & ~dead, retry + 20, group=True, attempt=2),
+            part("dead", dead, retry + 10, group=True, attempt=2),
+            part("redriven", redriven, retry + 60_000, group=True, attempt=2),
+        ]
+    ).sort_by("event_time_ms")
 
 
-def write(directory: Path, events: int, start_ms: int = 1_790_000_000_000,
-          span_ms: int = 3_600_000, seed: int = 7) -> int:  # fmt: skip
+def write(
+    directory: Path,
+    events: int,
+    start_ms: int = 1_790_000_000_000,
+    span_ms: int = 3_600_000,
+    seed: int = 7,
+) -> int:
     """About ``events`` events in segments under ``directory``; returns how many."""
     rng = np.random.default_rng(seed)
     messages = max(1, int(events / EVENTS_PER_MESSAGE))

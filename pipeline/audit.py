@@ -57,19 +57,32 @@ def findings(spark: Any, ev: Any, grace_ms: int) -> tuple[Any, Any]:
     m = per_message(F, ev)
     due = F.coalesce(F.col("due_ms"), F.lit(None))
     checks = [
-        ("duplicate_delivery", F.col("delivered") > 1,
-         F.to_json(F.struct("delivered"))),
-        ("delivered_after_cancel", F.col("last_delivery_seq") > F.col("cancel_seq"),
-         F.to_json(F.struct("cancel_seq", "last_delivery_seq"))),
-        ("early_delivery", F.col("lead_ms") < 0,
-         F.to_json(F.struct(F.col("delivered_ms"), (-F.col("lead_ms")).alias("early_by_ms")))),
-        ("overdue",
-         (F.col("delivered") == 0) & F.col("cancel_seq").isNull() & (due + grace_ms < now_ms),
-         F.to_json(F.struct(due.alias("deliver_at_ms"), (F.lit(now_ms) - due).alias("overdue_by_ms")))),
-        ("never_scheduled",
-         (F.col("delivered") > 0) & (F.col("scheduled") == 0) & (F.col("created_at_ms") >= start_ms),
-         F.to_json(F.struct("created_at_ms", "delivered_ms"))),
-    ]  # fmt: skip
+        ("duplicate_delivery", F.col("delivered") > 1, F.to_json(F.struct("delivered"))),
+        (
+            "delivered_after_cancel",
+            F.col("last_delivery_seq") > F.col("cancel_seq"),
+            F.to_json(F.struct("cancel_seq", "last_delivery_seq")),
+        ),
+        (
+            "early_delivery",
+            F.col("lead_ms") < 0,
+            F.to_json(F.struct(F.col("delivered_ms"), (-F.col("lead_ms")).alias("early_by_ms"))),
+        ),
+        (
+            "overdue",
+            (F.col("delivered") == 0) & F.col("cancel_seq").isNull() & (due + grace_ms < now_ms),
+            F.to_json(
+                F.struct(due.alias("deliver_at_ms"), (F.lit(now_ms) - due).alias("overdue_by_ms"))
+            ),
+        ),
+        (
+            "never_scheduled",
+            (F.col("delivered") > 0)
+            & (F.col("scheduled") == 0)
+            & (F.col("created_at_ms") >= start_ms),
+            F.to_json(F.struct("created_at_ms", "delivered_ms")),
+        ),
+    ]
     parts = [
         m.where(cond).select(F.lit(kind).alias("kind"), "topic", "msg_id", detail.alias("detail"))
         for kind, cond, detail in checks
@@ -126,7 +139,9 @@ def run(argv: list[str]) -> int:
         if args.input is not None:
             settings = Settings()
             rows = prepare(read_input(spark, args.input, args.format), args.topic)
-            sent = rows.mapInArrow(lambda it: _loaded_ids(settings, it), "topic string, msg_id string")
+            sent = rows.mapInArrow(
+                lambda it: _loaded_ids(settings, it), "topic string, msg_id string"
+            )
             known = ev.select("topic", "msg_id").distinct()
             missing = sent.join(known, ["topic", "msg_id"], "left_anti").select(
                 F.lit("not_scheduled").alias("kind"), "topic", "msg_id", F.lit("{}").alias("detail")

@@ -44,7 +44,9 @@ def read_input(spark: Any, path: str, fmt: str) -> Any:
 
 def prepare(df: Any, topic: str | None) -> Any:
     """Check the columns, make them Arrow-friendly, and number identical id-less rows."""
-    from pyspark.sql import Window, functions as F, types as T
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
     corrupt = "_corrupt_record"
     unknown = sorted(set(df.columns) - set(COLUMNS) - {corrupt})
@@ -64,14 +66,19 @@ def prepare(df: Any, topic: str | None) -> Any:
         elif not isinstance(field.dataType, keep):
             df = df.withColumn(field.name, F.col(field.name).cast("string"))
     content = [c for c in df.columns if c != corrupt]
-    no_id = F.lit(True) if "msg_id" not in df.columns else F.coalesce(F.col("msg_id"), F.lit("")) == ""
+    no_id = (
+        F.lit(True) if "msg_id" not in df.columns else F.coalesce(F.col("msg_id"), F.lit("")) == ""
+    )
     df = df.withColumn(_HASH, F.when(no_id, F.xxhash64(*content)))
     # Identical rows without a msg_id are told apart by their rank among themselves (their
     # order does not matter: they are identical). Only those few rows are sorted.
     dups = (
-        df.where(F.col(_HASH).isNotNull()).groupBy(_HASH).count().where("count > 1")
+        df.where(F.col(_HASH).isNotNull())
+        .groupBy(_HASH)
+        .count()
+        .where("count > 1")
         .select(_HASH, F.lit(True).alias(_DUP))
-    )  # fmt: skip
+    )
     df = df.join(F.broadcast(dups), _HASH, "left")
     rank = F.row_number().over(Window.partitionBy(_HASH).orderBy(*content)) - 1
     single = df.where(F.col(_DUP).isNull()).withColumn(ORDINAL, F.lit(0))
@@ -102,17 +109,17 @@ class Tally:
 
     def drain(self) -> dict[str, list[Any]]:
         """The rows of RESULT_SCHEMA so far (and forget them)."""
-        kinds, reasons, counts, lines = [], [], [], []
-        for (kind, reason), n in self.counts.items():
-            if kind != "rejected":
-                kinds.append(kind), reasons.append(reason), counts.append(n), lines.append(None)
-        for line in self.lines:
-            kinds.append("rejected"), reasons.append(None), counts.append(1), lines.append(line)
-        rejected = Counter({r: n for (k, r), n in self.counts.items() if k == "rejected"})
-        for reason, n in rejected.items():  # the reasons' counts ride on their own rows
-            kinds.append("reason"), reasons.append(reason), counts.append(n), lines.append(None)
+        # loaded/already_present counts; a row per reject (its line); a row per reason
+        rows: list[tuple[str, str | None, int, str | None]] = [
+            (kind if kind != "rejected" else "reason", reason, n, None)
+            for (kind, reason), n in self.counts.items()
+        ]
+        rows += [("rejected", None, 1, line) for line in self.lines]
         self.counts.clear()
         self.lines = []
+        kinds, reasons, counts, lines = (
+            (list(column) for column in zip(*rows, strict=True)) if rows else ([], [], [], [])
+        )
         return {"kind": kinds, "reason": reasons, "count": counts, "line": lines}
 
 
@@ -184,7 +191,12 @@ def load_partition(target: Target, batches: Iterator[Any]) -> Iterator[Any]:
     import pyarrow as pa
 
     schema = pa.schema(
-        [("kind", pa.string()), ("reason", pa.string()), ("count", pa.int64()), ("line", pa.string())]
+        [
+            ("kind", pa.string()),
+            ("reason", pa.string()),
+            ("count", pa.int64()),
+            ("line", pa.string()),
+        ]
     )
     loader = Loader(target, BatchSender(target.url, target.api_key))
     try:
@@ -205,7 +217,9 @@ def preflight(url: str, api_key: str | None) -> None:
     sender = BatchSender(url, api_key)
     parts = urlsplit(url)
     try:
-        status, _, data = sender._post(f"{parts.path.rstrip('/')}/v1/topics/preflight/messages/batch", b'{"messages":[]}')
+        status, _, _data = sender._post(
+            f"{parts.path.rstrip('/')}/v1/topics/preflight/messages/batch", b'{"messages":[]}'
+        )
     except (OSError, http.client.HTTPException) as exc:
         raise cli.JobError(f"cannot reach the service at {url}: {exc}") from None
     finally:
@@ -231,8 +245,12 @@ def run(argv: list[str]) -> int:
         results = rows.mapInArrow(lambda it: load_partition(target, it), RESULT_DDL)
         results = results.persist()
         try:
-            results.where("kind = 'rejected'").select("line").write.mode("overwrite").text(args.rejects)
-            totals = results.where("kind != 'rejected'").groupBy("kind", "reason").sum("count").collect()
+            results.where("kind = 'rejected'").select("line").write.mode("overwrite").text(
+                args.rejects
+            )
+            totals = (
+                results.where("kind != 'rejected'").groupBy("kind", "reason").sum("count").collect()
+            )
         except Exception as exc:
             refused = _refusal(exc)
             if refused is None:
@@ -240,7 +258,7 @@ def run(argv: list[str]) -> int:
             raise cli.JobError(refused) from None
         finally:
             results.unpersist()
-    counts = {kind: 0 for kind in KINDS}
+    counts = dict.fromkeys(KINDS, 0)
     by_reason: dict[str, int] = {}
     for kind, reason, n in totals:
         if kind == "reason":
@@ -250,11 +268,15 @@ def run(argv: list[str]) -> int:
             counts[kind] += n
     seconds = time.monotonic() - started
     total = sum(counts.values())
-    cli.emit({
-        "rows": total, **counts,
-        "by_reason": dict(sorted(by_reason.items(), key=lambda kv: -kv[1])),
-        "seconds": round(seconds, 3), "rows_per_s": round(total / seconds) if seconds else 0,
-    })  # fmt: skip
+    cli.emit(
+        {
+            "rows": total,
+            **counts,
+            "by_reason": dict(sorted(by_reason.items(), key=lambda kv: -kv[1])),
+            "seconds": round(seconds, 3),
+            "rows_per_s": round(total / seconds) if seconds else 0,
+        }
+    )
     return cli.EXIT_OK
 
 

@@ -6,14 +6,35 @@ from typing import Any
 
 from pipeline import cli
 
-KINDS = ("scheduled", "rescheduled", "cancelled", "delivered", "received", "acked", "nacked",
-         "expired", "dead", "redriven", "filtered")  # fmt: skip
+KINDS = (
+    "scheduled",
+    "rescheduled",
+    "cancelled",
+    "delivered",
+    "received",
+    "acked",
+    "nacked",
+    "expired",
+    "dead",
+    "redriven",
+    "filtered",
+)
 EVENT_DDL = (
     "seq long, event_time_ms long, kind string, topic string, msg_id string, `group` string, "
     "attempt int, deliver_at_ms long, created_at_ms long, tag string"
 )
-COLUMNS = ("seq", "event_time_ms", "kind", "topic", "msg_id", "group", "attempt",
-           "deliver_at_ms", "created_at_ms", "tag")  # fmt: skip
+COLUMNS = (
+    "seq",
+    "event_time_ms",
+    "kind",
+    "topic",
+    "msg_id",
+    "group",
+    "attempt",
+    "deliver_at_ms",
+    "created_at_ms",
+    "tag",
+)
 MINUTE_MS = 60_000
 
 
@@ -24,9 +45,12 @@ def read_events(spark: Any, path: str, from_ms: int | None = None, to_ms: int | 
 
     cli.require_path(path, directory=True)
     df = (
-        spark.read.schema(EVENT_DDL).option("recursiveFileLookup", True)
-        .option("pathGlobFilter", "*.parquet").parquet(path).select(*COLUMNS)
-    )  # fmt: skip
+        spark.read.schema(EVENT_DDL)
+        .option("recursiveFileLookup", True)
+        .option("pathGlobFilter", "*.parquet")
+        .parquet(path)
+        .select(*COLUMNS)
+    )
     if from_ms is not None:
         df = df.where(F.col("event_time_ms") >= from_ms)
     if to_ms is not None:

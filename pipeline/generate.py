@@ -23,15 +23,33 @@ DUPLICATE_FRACTION = 0.02  # rows that repeat the row before them
 WITH_ID_FRACTION = 0.8  # rows that carry their own msg_id (the rest get a content id)
 BURSTS = 10  # distinct seconds the burst rows are due in, a minute apart
 DAY_MS = 86_400_000
-TIME_ZONES = ("America/New_York", "America/Los_Angeles", "America/Sao_Paulo", "Europe/London",
-              "Europe/Berlin", "Asia/Kolkata", "Asia/Tokyo", "Australia/Sydney")  # fmt: skip
+TIME_ZONES = (
+    "America/New_York",
+    "America/Los_Angeles",
+    "America/Sao_Paulo",
+    "Europe/London",
+    "Europe/Berlin",
+    "Asia/Kolkata",
+    "Asia/Tokyo",
+    "Australia/Sydney",
+)
 TAGS = ("email", "sms", "push")
 # One reason each, in the service's words where the service decides.
-INVALID_KINDS = ("msg_id", "topic", "delay_level", "two_schedules", "timezone",
-                 "base64", "too_far", "bad_date")  # fmt: skip
-SCHEMA = ("topic string, msg_id string, body string, body_encoding string, {properties}, "
-          "tag string, deliver_at_ms long, delay_ms long, delay_level int, deliver_at string, "
-          "timezone string")  # fmt: skip
+INVALID_KINDS = (
+    "msg_id",
+    "topic",
+    "delay_level",
+    "two_schedules",
+    "timezone",
+    "base64",
+    "too_far",
+    "bad_date",
+)
+SCHEMA = (
+    "topic string, msg_id string, body string, body_encoding string, {properties}, "
+    "tag string, deliver_at_ms long, delay_ms long, delay_level int, deliver_at string, "
+    "timezone string"
+)
 _M64 = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 
 
@@ -53,25 +71,55 @@ def sources(ids: np.ndarray[Any, Any], seed: int) -> np.ndarray[Any, Any]:
     return np.where(dup, ids - 1, ids)
 
 
-def is_invalid(src: np.ndarray[Any, Any], seed: int, invalid_fraction: float) -> np.ndarray[Any, Any]:
+def is_invalid(
+    src: np.ndarray[Any, Any], seed: int, invalid_fraction: float
+) -> np.ndarray[Any, Any]:
     return draws(src, seed, 1) < invalid_fraction
 
 
-def make_rows(ids: np.ndarray[Any, Any], seed: int, topics: int, invalid_fraction: float,
-              start_ms: int, csv: bool) -> dict[str, list[Any]]:  # fmt: skip
+def make_rows(
+    ids: np.ndarray[Any, Any],
+    seed: int,
+    topics: int,
+    invalid_fraction: float,
+    start_ms: int,
+    csv: bool,
+) -> dict[str, list[Any]]:
     """The columns of rows ``ids`` (see the module docstring for the mix)."""
     src = sources(ids, seed)
     bad = is_invalid(src, seed, invalid_fraction).tolist()
     u = [draws(src, seed, k).tolist() for k in range(2, 10)]
-    cols: dict[str, list[Any]] = {name: [] for name in (
-        "topic", "msg_id", "body", "body_encoding", "properties", "tag", "deliver_at_ms",
-        "delay_ms", "delay_level", "deliver_at", "timezone")}  # fmt: skip
+    cols: dict[str, list[Any]] = {
+        name: []
+        for name in (
+            "topic",
+            "msg_id",
+            "body",
+            "body_encoding",
+            "properties",
+            "tag",
+            "deliver_at_ms",
+            "delay_ms",
+            "delay_level",
+            "deliver_at",
+            "timezone",
+        )
+    }
     second = start_ms - start_ms % 1000
     day = start_ms - start_ms % DAY_MS
     for j, s in enumerate(src.tolist()):
-        r = {"topic": f"topic-{int(u[0][j] ** 2 * topics)}", "msg_id": None, "body_encoding": None,
-             "properties": None, "tag": None, "deliver_at_ms": None, "delay_ms": None,
-             "delay_level": None, "deliver_at": None, "timezone": None}  # fmt: skip
+        r: dict[str, Any] = {
+            "topic": f"topic-{int(u[0][j] ** 2 * topics)}",
+            "msg_id": None,
+            "body_encoding": None,
+            "properties": None,
+            "tag": None,
+            "deliver_at_ms": None,
+            "delay_ms": None,
+            "delay_level": None,
+            "deliver_at": None,
+            "timezone": None,
+        }
         if u[1][j] < WITH_ID_FRACTION:
             r["msg_id"] = f"order-{seed}-{s}"
         body = f'{{"customer": {s % 100_003}, "template": "reminder-{s % 17}"}}'
@@ -110,15 +158,27 @@ def _spoil(r: dict[str, Any], kind: str, start_ms: int) -> None:
     elif kind == "topic":
         r["topic"] = "bad topic!"
     elif kind == "timezone":
-        r.update(deliver_at_ms=None, delay_ms=None, delay_level=None,
-                 deliver_at="2026-06-01T09:00:00", timezone="Mars/Olympus_Mons")  # fmt: skip
+        r.update(
+            deliver_at_ms=None,
+            delay_ms=None,
+            delay_level=None,
+            deliver_at="2026-06-01T09:00:00",
+            timezone="Mars/Olympus_Mons",
+        )
     elif kind == "bad_date":
-        r.update(deliver_at_ms=None, delay_ms=None, delay_level=None,
-                 deliver_at="2026-02-30T09:00:00", timezone="Europe/Berlin")  # fmt: skip
+        r.update(
+            deliver_at_ms=None,
+            delay_ms=None,
+            delay_level=None,
+            deliver_at="2026-02-30T09:00:00",
+            timezone="Europe/Berlin",
+        )
     elif kind == "base64":
         r["body"], r["body_encoding"] = "not base64!", "base64"
     else:
-        r.update(deliver_at=None, timezone=None, deliver_at_ms=None, delay_ms=None, delay_level=None)
+        r.update(
+            deliver_at=None, timezone=None, deliver_at_ms=None, delay_ms=None, delay_level=None
+        )
         if kind == "delay_level":
             r["delay_level"] = 99
         elif kind == "two_schedules":
@@ -149,7 +209,9 @@ def run(argv: list[str]) -> int:
         raise cli.JobError("--topics must be at least 1")
     spark = cli.session(args.master, "generate")
     csv = args.format == "csv"
-    schema = SCHEMA.format(properties="properties string" if csv else "properties map<string,string>")
+    schema = SCHEMA.format(
+        properties="properties string" if csv else "properties map<string,string>"
+    )
     start_ms = time.time_ns() // 1_000_000
     seed, topics, fraction = args.seed, args.topics, args.invalid_fraction
 
@@ -157,12 +219,21 @@ def run(argv: list[str]) -> int:
         import pyarrow as pa
 
         text = pa.string()
-        target = pa.schema([
-            ("topic", text), ("msg_id", text), ("body", text), ("body_encoding", text),
-            ("properties", text if csv else pa.map_(text, text)), ("tag", text),
-            ("deliver_at_ms", pa.int64()), ("delay_ms", pa.int64()), ("delay_level", pa.int32()),
-            ("deliver_at", text), ("timezone", text),
-        ])  # fmt: skip
+        target = pa.schema(
+            [
+                ("topic", text),
+                ("msg_id", text),
+                ("body", text),
+                ("body_encoding", text),
+                ("properties", text if csv else pa.map_(text, text)),
+                ("tag", text),
+                ("deliver_at_ms", pa.int64()),
+                ("delay_ms", pa.int64()),
+                ("delay_level", pa.int32()),
+                ("deliver_at", text),
+                ("timezone", text),
+            ]
+        )
         for batch in batches:
             ids = batch.column(0).to_numpy()
             yield pa.RecordBatch.from_pydict(

@@ -16,8 +16,19 @@ from pipeline import charts, cli
 from pipeline.events import KINDS, MINUTE_MS, read_events, time_range
 
 PERCENTILE_ACCURACY = 10_000  # percentile_approx: rank error 1/10 000, exact below that
-COUNTED = ("scheduled", "rescheduled", "cancelled", "delivered", "received", "acked", "nacked",
-           "expired", "dead", "redriven", "filtered")  # fmt: skip
+COUNTED = (
+    "scheduled",
+    "rescheduled",
+    "cancelled",
+    "delivered",
+    "received",
+    "acked",
+    "nacked",
+    "expired",
+    "dead",
+    "redriven",
+    "filtered",
+)
 
 
 def _figures(F: Any, ev: Any, keys: list[str]) -> Any:
@@ -36,28 +47,41 @@ def _figures(F: Any, ev: Any, keys: list[str]) -> Any:
     ]
     out = ev.groupBy(*keys).agg(*aggs)
     return out.select(
-        *keys, *COUNTED, "retries",
-        F.col("_pct")[0].alias("lateness_p50_ms"), F.col("_pct")[1].alias("lateness_p95_ms"),
-        F.col("_pct")[2].alias("lateness_p99_ms"), "lateness_max_ms",
-    )  # fmt: skip
+        *keys,
+        *COUNTED,
+        "retries",
+        F.col("_pct")[0].alias("lateness_p50_ms"),
+        F.col("_pct")[1].alias("lateness_p95_ms"),
+        F.col("_pct")[2].alias("lateness_p99_ms"),
+        "lateness_max_ms",
+    )
 
 
 def _ack_times(F: Any, ev: Any) -> Any:
     """Per topic: time from delivered to a group's first ack, p50/p95/max."""
-    delivered = ev.where(F.col("kind") == "delivered").groupBy("topic", "msg_id").agg(
-        F.min("event_time_ms").alias("delivered_ms")
+    delivered = (
+        ev.where(F.col("kind") == "delivered")
+        .groupBy("topic", "msg_id")
+        .agg(F.min("event_time_ms").alias("delivered_ms"))
     )
-    acked = ev.where(F.col("kind") == "acked").groupBy("topic", "msg_id", "group").agg(
-        F.min("event_time_ms").alias("acked_ms")
+    acked = (
+        ev.where(F.col("kind") == "acked")
+        .groupBy("topic", "msg_id", "group")
+        .agg(F.min("event_time_ms").alias("acked_ms"))
     )
     wait = F.col("acked_ms") - F.col("delivered_ms")
     pct = F.percentile_approx(wait, [0.5, 0.95], PERCENTILE_ACCURACY)
     return (
-        acked.join(delivered, ["topic", "msg_id"]).groupBy("topic")
+        acked.join(delivered, ["topic", "msg_id"])
+        .groupBy("topic")
         .agg(pct.alias("_pct"), F.max(wait).alias("ack_max_ms"))
-        .select("topic", F.col("_pct")[0].alias("ack_p50_ms"), F.col("_pct")[1].alias("ack_p95_ms"),
-                "ack_max_ms")
-    )  # fmt: skip
+        .select(
+            "topic",
+            F.col("_pct")[0].alias("ack_p50_ms"),
+            F.col("_pct")[1].alias("ack_p95_ms"),
+            "ack_max_ms",
+        )
+    )
 
 
 def build(spark: Any, events: str, from_ms: int | None, to_ms: int | None) -> dict[str, Any]:
@@ -70,19 +94,29 @@ def build(spark: Any, events: str, from_ms: int | None, to_ms: int | None) -> di
         minute = (F.col("event_time_ms") - F.col("event_time_ms") % MINUTE_MS).alias("minute_ms")
         by_minute = _figures(F, ev.withColumn("minute_ms", minute), ["topic", "minute_ms"])
         by_attempt = (
-            ev.where(F.col("attempt").isNotNull()).groupBy("topic", "attempt")
-            .agg(*[F.count(F.when(F.col("kind") == k, 1)).alias(k)
-                   for k in ("received", "acked", "nacked", "expired", "dead")])
-        )  # fmt: skip
+            ev.where(F.col("attempt").isNotNull())
+            .groupBy("topic", "attempt")
+            .agg(
+                *[
+                    F.count(F.when(F.col("kind") == k, 1)).alias(k)
+                    for k in ("received", "acked", "nacked", "expired", "dead")
+                ]
+            )
+        )
         total = _figures(F, ev.withColumn("all", F.lit(1)), ["all"]).drop("all")
         late = F.col("event_time_ms") - F.col("deliver_at_ms")
         histogram = (
             ev.where(
                 (F.col("kind") == "delivered")
-                & (F.col("created_at_ms").isNull() | (F.col("deliver_at_ms") > F.col("created_at_ms")))
+                & (
+                    F.col("created_at_ms").isNull()
+                    | (F.col("deliver_at_ms") > F.col("created_at_ms"))
+                )
             )
-            .select(charts.bucket_expr(F, late).alias("bucket")).groupBy("bucket").count()
-        )  # fmt: skip
+            .select(charts.bucket_expr(F, late).alias("bucket"))
+            .groupBy("bucket")
+            .count()
+        )
         tables = {
             "by_topic": by_topic.orderBy("topic").toArrow(),
             "by_minute": by_minute.orderBy("topic", "minute_ms").toArrow(),
@@ -121,13 +155,20 @@ def run(argv: list[str]) -> int:
         built = build(spark, args.events, args.from_ms, args.to_ms)
         write(Path(args.out), built, charts.span_text(args.from_ms, args.to_ms))
     o = built["overall"]
-    cli.emit({
-        "events": built["events"], "topics": built["tables"]["by_topic"].num_rows,
-        "delivered": o.get("delivered", 0),
-        "lateness_ms": {"p50": o.get("lateness_p50_ms"), "p99": o.get("lateness_p99_ms"),
-                        "max": o.get("lateness_max_ms")},
-        "dead": o.get("dead", 0), "seconds": round(time.monotonic() - started, 3),
-    })  # fmt: skip
+    cli.emit(
+        {
+            "events": built["events"],
+            "topics": built["tables"]["by_topic"].num_rows,
+            "delivered": o.get("delivered", 0),
+            "lateness_ms": {
+                "p50": o.get("lateness_p50_ms"),
+                "p99": o.get("lateness_p99_ms"),
+                "max": o.get("lateness_max_ms"),
+            },
+            "dead": o.get("dead", 0),
+            "seconds": round(time.monotonic() - started, 3),
+        }
+    )
     return cli.EXIT_OK
 
 

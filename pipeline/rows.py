@@ -29,8 +29,17 @@ from app.schemas import NAME_PATTERN, SendMessage
 
 SCHEDULE_FIELDS = ("deliver_at_ms", "delay_ms", "delay_level")
 # Every column a row may have (pipeline.md §2); others are kept in rejects but not sent.
-COLUMNS = ("topic", "msg_id", "body", "body_encoding", "properties", "tag",
-           *SCHEDULE_FIELDS, "deliver_at", "timezone")  # fmt: skip
+COLUMNS = (
+    "topic",
+    "msg_id",
+    "body",
+    "body_encoding",
+    "properties",
+    "tag",
+    *SCHEDULE_FIELDS,
+    "deliver_at",
+    "timezone",
+)
 _TOPIC = re.compile(NAME_PATTERN)
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _UNUSED_ID = "-"  # to_record wants an id; the real one is chosen after it passes
@@ -46,7 +55,9 @@ class Message(NamedTuple):
     item: dict[str, Any]  # the batch API's item, msg_id always set
 
 
-def to_message(row: dict[str, Any], now_ms: int, settings: Settings, ordinal: int = 0) -> Message | Reject:
+def to_message(
+    row: dict[str, Any], now_ms: int, settings: Settings, ordinal: int = 0
+) -> Message | Reject:
     """Validate ``row`` as the service would at ``now_ms``; ``ordinal`` tells identical
     rows without a msg_id apart (the k-th copy gets its own id)."""
     topic = _text(row.get("topic"))
@@ -61,7 +72,7 @@ def to_message(row: dict[str, Any], now_ms: int, settings: Settings, ordinal: in
     item: dict[str, Any] = {}
     for name in ("msg_id", "body", "body_encoding", "tag"):
         value = row.get(name)
-        if value is not None and value != "" or name == "body" and value == "":
+        if (value is not None and value != "") or (name == "body" and value == ""):
             item[name] = value
     for name in SCHEDULE_FIELDS:
         value = row.get(name)
@@ -137,7 +148,10 @@ def _local_time(row: dict[str, Any], item: dict[str, Any]) -> int | Reject | Non
         return Reject("timezone", "only with deliver_at") if timezone else None
     given = [name for name in SCHEDULE_FIELDS if name in item]
     if given:
-        return Reject("deliver_at", f"give one of deliver_at, {', '.join(SCHEDULE_FIELDS)} (also got {given[0]})")
+        return Reject(
+            "deliver_at",
+            f"give one of deliver_at, {', '.join(SCHEDULE_FIELDS)} (also got {given[0]})",
+        )
     return local_to_ms(text, timezone)
 
 

@@ -28,12 +28,20 @@ def write_events(directory: Path, events: list[dict[str, Any]]) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pa.schema([
-        ("seq", pa.int64()), ("event_time_ms", pa.int64()), ("kind", pa.string()),
-        ("topic", pa.string()), ("msg_id", pa.string()), ("group", pa.string()),
-        ("attempt", pa.int32()), ("deliver_at_ms", pa.int64()), ("created_at_ms", pa.int64()),
-        ("tag", pa.string()),
-    ])  # fmt: skip
+    schema = pa.schema(
+        [
+            ("seq", pa.int64()),
+            ("event_time_ms", pa.int64()),
+            ("kind", pa.string()),
+            ("topic", pa.string()),
+            ("msg_id", pa.string()),
+            ("group", pa.string()),
+            ("attempt", pa.int32()),
+            ("deliver_at_ms", pa.int64()),
+            ("created_at_ms", pa.int64()),
+            ("tag", pa.string()),
+        ]
+    )
     rows = [{name: e.get(name) for name in schema.names} for e in events]
     seqs = [e["seq"] for e in events]
     part = directory / "date=1970-01-01"
@@ -58,8 +66,14 @@ class Events:
 
     def add(self, kind: str, at: int, topic: str, msg_id: str, **fields: Any) -> Events:
         self.rows.append(
-            {"seq": len(self.rows) + 1, "event_time_ms": at, "kind": kind, "topic": topic,
-             "msg_id": msg_id, **fields}  # fmt: skip
+            {
+                "seq": len(self.rows) + 1,
+                "event_time_ms": at,
+                "kind": kind,
+                "topic": topic,
+                "msg_id": msg_id,
+                **fields,
+            }
         )
         return self
 

@@ -12,7 +12,9 @@ from pipeline import audit
 from tests.pipeline.conftest import clean_log, last_json, write_events
 
 
-def _audit(events: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, list[dict[str, Any]], dict[str, Any]]:
+def _audit(
+    events: Path, capsys: pytest.CaptureFixture[str], *extra: str
+) -> tuple[int, list[dict[str, Any]], dict[str, Any]]:
     code = audit.run(["--events", str(events), *extra])
     lines = capsys.readouterr().out.strip().splitlines()
     return code, [json.loads(line) for line in lines[:-1]], last_json(lines[-1])
@@ -26,7 +28,9 @@ def test_a_clean_log_passes(spark: Any, tmp_path: Path, capsys: pytest.CaptureFi
 
 
 @pytest.mark.slow
-def test_planted_breaches_are_found(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_planted_breaches_are_found(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     log = clean_log()
     log.delivered("a", "m1", 61_060, 1_000, 61_000)  # a second delivery
     log.message("a", "early", 7_000, 100_000).delivered("a", "early", 90_000, 7_000, 100_000)

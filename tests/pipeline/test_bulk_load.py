@@ -33,8 +33,9 @@ def _csv(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def _load(server: Server, path: Path, fmt: str, rejects: Path,
-          capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:  # fmt: skip
+def _load(
+    server: Server, path: Path, fmt: str, rejects: Path, capsys: pytest.CaptureFixture[str]
+) -> dict[str, Any]:
     argv = ["--input", str(path), "--format", fmt, "--rejects", str(rejects), "--url", server.url]
     assert bulk_load.run(argv) == 0
     return last_json(capsys.readouterr().out)
@@ -42,7 +43,11 @@ def _load(server: Server, path: Path, fmt: str, rejects: Path,
 
 def _rejects(directory: Path) -> dict[str, tuple[str, str]]:
     """body → (reject_field, reject_reason) of every reject line."""
-    lines = [orjson.loads(line) for f in sorted(directory.glob("part-*")) for line in f.read_bytes().splitlines()]
+    lines = [
+        orjson.loads(line)
+        for f in sorted(directory.glob("part-*"))
+        for line in f.read_bytes().splitlines()
+    ]
     return {line["body"]: (line["reject_field"], line["reject_reason"]) for line in lines}
 
 
@@ -57,10 +62,13 @@ def test_rejects_are_exactly_the_invalid_rows_and_a_second_run_adds_nothing(
     spark: Any, service: Server, topic: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     soon = time.time_ns() // 1_000_000 + HOUR_MS
-    gone = httpx.post(f"{service.url}/v1/topics/{topic}/messages", json={"msg_id": "gone", "body": "x", "delay_ms": HOUR_MS})
+    gone = httpx.post(
+        f"{service.url}/v1/topics/{topic}/messages",
+        json={"msg_id": "gone", "body": "x", "delay_ms": HOUR_MS},
+    )
     assert gone.status_code == 201
     assert httpx.delete(f"{service.url}/v1/topics/{topic}/messages/gone").status_code == 200
-    valid = [
+    valid: list[dict[str, Any]] = [
         {"msg_id": "ok-1", "body": "ok-1", "delay_ms": HOUR_MS},
         {"body": "ok-2", "deliver_at_ms": soon},
         {"body": "ok-2", "deliver_at_ms": soon},  # the same row twice: two messages
@@ -68,7 +76,7 @@ def test_rejects_are_exactly_the_invalid_rows_and_a_second_run_adds_nothing(
         {"body": "ok-4", "deliver_at": "2027-03-14T09:00:00", "timezone": "America/New_York"},
         {"msg_id": "ok-1", "body": "ok-1 again", "delay_ms": 5},  # already there
     ]
-    invalid = {  # body → the field it is rejected on
+    invalid: dict[str, dict[str, Any]] = {  # body → the field it is rejected on
         "bad-msg-id": {"msg_id": "bad id"},
         "bad-topic": {"topic": "bad topic!"},
         "bad-two": {"deliver_at_ms": soon, "delay_ms": 5},
@@ -82,11 +90,20 @@ def test_rejects_are_exactly_the_invalid_rows_and_a_second_run_adds_nothing(
         "bad-encoding": {"body_encoding": "utf16"},
         "bad-cancelled": {"msg_id": "gone"},
     }
-    expected_field = {"bad-msg-id": "msg_id", "bad-topic": "topic", "bad-two": "delay_ms",
-                      "bad-level": "delay_level", "bad-zone": "timezone", "bad-base64": "body",
-                      "bad-properties": "properties", "bad-delay": "delay_ms",
-                      "bad-local": "timezone", "bad-far": "deliver_at_ms",
-                      "bad-encoding": "body_encoding", "bad-cancelled": "msg_id"}  # fmt: skip
+    expected_field = {
+        "bad-msg-id": "msg_id",
+        "bad-topic": "topic",
+        "bad-two": "delay_ms",
+        "bad-level": "delay_level",
+        "bad-zone": "timezone",
+        "bad-base64": "body",
+        "bad-properties": "properties",
+        "bad-delay": "delay_ms",
+        "bad-local": "timezone",
+        "bad-far": "deliver_at_ms",
+        "bad-encoding": "body_encoding",
+        "bad-cancelled": "msg_id",
+    }
     rows = [{"topic": topic, **row} for row in valid]
     rows += [{"topic": topic, "body": body, **fields} for body, fields in invalid.items()]
     path = _csv(tmp_path / "in.csv", rows)
@@ -94,7 +111,12 @@ def test_rejects_are_exactly_the_invalid_rows_and_a_second_run_adds_nothing(
 
     first = _load(service, path, "csv", tmp_path / "rejects", capsys)
 
-    assert (first["rows"], first["loaded"], first["already_present"], first["rejected"]) == (18, 5, 1, 12)
+    assert (first["rows"], first["loaded"], first["already_present"], first["rejected"]) == (
+        18,
+        5,
+        1,
+        12,
+    )
     got = _rejects(tmp_path / "rejects")
     assert {body: field for body, (field, _) in got.items()} == expected_field
     assert "409" in got["bad-cancelled"][1]
@@ -110,8 +132,10 @@ def test_rejects_are_exactly_the_invalid_rows_and_a_second_run_adds_nothing(
 
 def test_a_retried_task_creates_no_duplicates(service: Server, topic: str) -> None:
     """What Spark does on a task retry: the same partition through the same function."""
-    rows = [{"topic": topic, "body": f"retry-{i}", "delay_ms": HOUR_MS, bulk_load.ORDINAL: 0}
-            for i in range(30)]  # fmt: skip
+    rows = [
+        {"topic": topic, "body": f"retry-{i}", "delay_ms": HOUR_MS, bulk_load.ORDINAL: 0}
+        for i in range(30)
+    ]
     target = bulk_load.Target(service.url, None, Settings())
 
     def attempt() -> dict[str, int]:
@@ -141,12 +165,24 @@ def test_local_times_land_at_the_right_instant_across_dst(
         "sydney": ("2027-04-04T09:00:00", "Australia/Sydney", "2027-04-03T23:00:00"),
         "offset": ("2027-03-14T09:00:00-04:00", "", "2027-03-14T13:00:00"),
     }
-    rows = [{"msg_id": msg_id, "body": msg_id, "deliver_at": local, "timezone": zone or None}
-            for msg_id, (local, zone, _) in cases.items()]  # fmt: skip
+    rows = [
+        {"msg_id": msg_id, "body": msg_id, "deliver_at": local, "timezone": zone or None}
+        for msg_id, (local, zone, _) in cases.items()
+    ]
     path = tmp_path / "in.json"
     path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows))
-    argv = ["--input", str(path), "--format", "json", "--rejects", str(tmp_path / "rej"),
-            "--url", service.url, "--topic", topic]  # fmt: skip
+    argv = [
+        "--input",
+        str(path),
+        "--format",
+        "json",
+        "--rejects",
+        str(tmp_path / "rej"),
+        "--url",
+        service.url,
+        "--topic",
+        topic,
+    ]
     assert bulk_load.run(argv) == 0
     assert last_json(capsys.readouterr().out)["loaded"] == len(cases)
     for msg_id, (_, _, utc) in cases.items():
@@ -159,9 +195,17 @@ def test_local_times_land_at_the_right_instant_across_dst(
     [
         ("2027-03-14T02:30:00", "America/New_York", local_to_ms("2027-03-14T07:30:00+00:00", None)),
         ("2027-03-14T02:30:00", "", Reject("timezone", "missing: deliver_at is a local time")),
-        ("2027-03-14T02:30:00Z", "UTC", Reject("timezone", "deliver_at already has a UTC offset; give one or the other")),
+        (
+            "2027-03-14T02:30:00Z",
+            "UTC",
+            Reject("timezone", "deliver_at already has a UTC offset; give one or the other"),
+        ),
         ("14/03/2027", "UTC", Reject("deliver_at", "not an ISO-8601 date-time: '14/03/2027'")),
-        ("2027-03-14T02:30:00", "Nowhere/City", Reject("timezone", "unknown time zone 'Nowhere/City'")),
+        (
+            "2027-03-14T02:30:00",
+            "Nowhere/City",
+            Reject("timezone", "unknown time zone 'Nowhere/City'"),
+        ),
     ],
 )
 def test_local_to_ms(text: str, zone: str, expected: int | Reject) -> None:
@@ -178,7 +222,15 @@ def test_unknown_column_is_a_one_line_error(spark: Any, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "argv",
     [
-        ["pipeline.bulk_load", "--input", "/no/such/file", "--format", "csv", "--rejects", "/tmp/x"],
+        [
+            "pipeline.bulk_load",
+            "--input",
+            "/no/such/file",
+            "--format",
+            "csv",
+            "--rejects",
+            "/tmp/x",
+        ],
         ["pipeline.bulk_load", "--input", "/tmp", "--format", "xml", "--rejects", "/tmp/x"],
         ["pipeline.report", "--events", "/no/such/dir", "--out", "/tmp/x"],
         ["pipeline.audit", "--events", "/no/such/dir"],
@@ -186,7 +238,9 @@ def test_unknown_column_is_a_one_line_error(spark: Any, tmp_path: Path) -> None:
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(argv: list[str]) -> None:
-    done = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", *argv], check=False, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith("error: ")

@@ -40,7 +40,12 @@ def test_report_figures_equal_the_hand_computed_case(
     assert (a["received"], a["acked"], a["nacked"], a["retries"], a["dead"]) == (3, 1, 2, 1, 1)
     assert (a["lateness_p50_ms"], a["lateness_p95_ms"], a["lateness_max_ms"]) == (200, 500, 500)
     assert (a["ack_p50_ms"], a["ack_max_ms"]) == (250, 250)
-    assert (b["scheduled"], b["delivered"], b["lateness_p99_ms"], b["ack_p50_ms"]) == (1, 1, 10, None)
+    assert (b["scheduled"], b["delivered"], b["lateness_p99_ms"], b["ack_p50_ms"]) == (
+        1,
+        1,
+        10,
+        None,
+    )
 
     by_minute = _by(pq.read_table(out / "by_minute.parquet"), "topic", "minute_ms")
     assert set(by_minute) == {("a", 0), ("a", 60_000), ("a", 120_000), ("b", 0), ("b", 120_000)}
@@ -67,8 +72,16 @@ def test_time_range_keeps_events_inside_it(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     events = write_events(tmp_path / "events", clean_log().rows)
-    argv = ["--events", str(events), "--out", str(tmp_path / "r"), "--from-ms", "60000",
-            "--to-ms", "120000"]  # fmt: skip
+    argv = [
+        "--events",
+        str(events),
+        "--out",
+        str(tmp_path / "r"),
+        "--from-ms",
+        "60000",
+        "--to-ms",
+        "120000",
+    ]
     assert report.run(argv) == 0
     summary = last_json(capsys.readouterr().out)
     assert (summary["events"], summary["delivered"], summary["dead"]) == (7, 3, 0)
@@ -76,8 +89,15 @@ def test_time_range_keeps_events_inside_it(
 
 @pytest.mark.parametrize(
     ("ms", "text"),
-    [(None, "–"), (0, "0 ms"), (350, "350 ms"), (1_500, "1.5 s"), (150_000, "2.5 min"),
-     (7_200_000, "2 h"), (172_800_000, "2 d")],  # fmt: skip
+    [
+        (None, "–"),
+        (0, "0 ms"),
+        (350, "350 ms"),
+        (1_500, "1.5 s"),
+        (150_000, "2.5 min"),
+        (7_200_000, "2 h"),
+        (172_800_000, "2 d"),
+    ],
 )
 def test_human_ms(ms: int | None, text: str) -> None:
     assert charts.human_ms(ms) == text
