@@ -113,8 +113,15 @@ def clean_log() -> Events:
 @pytest.fixture(scope="session")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A real rocktimer server for the bulk loads (one per test session)."""
-    with Server(tmp_path_factory.mktemp("pipeline") / "data") as srv:
-        yield srv
+    srv = Server(tmp_path_factory.mktemp("pipeline") / "data")
+    try:
+        srv.start()
+    except RuntimeError:
+        srv.kill()  # it may be up but slow: never leave it running
+        raise
+    yield srv
+    if srv.proc is not None:
+        srv.terminate()
 
 
 @pytest.fixture
