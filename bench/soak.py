@@ -247,7 +247,7 @@ def rows(samples: list[Sample], files: tuple[Path, Path]) -> list[report.Row]:
         a, b = max(map(measure, earlier)), max(map(measure, later))
         ratio = b / a if a else 1.0
         return report.Row(
-            "10",
+            "15",
             f"soak: {name}, {span}",
             f"{b:,.0f} {unit}",
             f"{a:,.0f} {unit}",

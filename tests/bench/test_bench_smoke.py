@@ -243,7 +243,7 @@ def test_percentiles_are_nearest_rank() -> None:
 
 def test_soak_figure_runs(tmp_path: Path) -> None:
     rows = soak.run_figure(minutes=4, profile="smoke", out_dir=tmp_path)
-    assert [r.number for r in rows] == ["10"] * 3
+    assert [r.number for r in rows] == ["15"] * 3
     table = (tmp_path / "soak-smoke.md").read_text()
     assert table.count("\n| ") == 4 + 2  # header, then minutes 0..4
     assert (tmp_path / "soak-smoke.png").read_bytes().startswith(b"\x89PNG")
