@@ -5,13 +5,15 @@ ARG BASE=python:3.11-slim
 FROM ${BASE}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# Dependencies first, from the lock (every package pinned and hash-checked; `make lock`
-# keeps it in step with pyproject.toml), so a code change reuses this layer.
-COPY deploy/requirements.lock /tmp/requirements.lock
-RUN python3 -m pip install --no-cache-dir --require-hashes -r /tmp/requirements.lock \
- && rm /tmp/requirements.lock
+# Dependencies first, from the locks (every package pinned and hash-checked; `make lock`
+# keeps them in step with pyproject.toml), so a code change reuses this layer. The build
+# system comes first: nothing is built with an unpinned setuptools fetched on the fly.
+COPY deploy/requirements-build.lock deploy/requirements.lock /tmp/
+RUN python3 -m pip install --no-cache-dir --require-hashes -r /tmp/requirements-build.lock \
+ && python3 -m pip install --no-cache-dir --require-hashes --no-build-isolation -r /tmp/requirements.lock \
+ && rm /tmp/requirements*.lock
 
-# The project itself, built with the locked setuptools: nothing unpinned is fetched.
+# The project itself, built with the locked setuptools.
 COPY pyproject.toml README.md /tmp/src/
 COPY app /tmp/src/app
 COPY storage /tmp/src/storage
@@ -21,7 +23,7 @@ RUN python3 -m pip install --no-cache-dir --no-deps --no-build-isolation /tmp/sr
 
 # Runs as an unprivileged user; /data (the RocksDB directory) belongs to it, and a new
 # named volume mounted there starts with that owner.
-RUN useradd --system --user-group --uid 10001 --home-dir /data --no-create-home rocktimer \
+RUN useradd --user-group --uid 10001 --home-dir /data --no-create-home --shell /usr/sbin/nologin rocktimer \
  && mkdir /data && chown rocktimer:rocktimer /data
 USER rocktimer
 WORKDIR /srv/rocktimer

@@ -1,10 +1,11 @@
 """The lock files the images install from: every package pinned, with hashes, by uv.
 
-``make lock`` (``python -m deploy.lock``) compiles them from pyproject.toml: the runtime
-``dependencies`` (plus an extra, for the pipeline image) and the build system's own
-requirements, since the images install the project with ``--no-build-isolation`` so that
-nothing unpinned is fetched at build time. Existing pins are kept unless pyproject.toml
-no longer allows them (``--upgrade`` moves everything to the newest allowed release).
+``make lock`` (``python -m deploy.lock``) compiles them from pyproject.toml: the build
+system's requirements (installed first, so that the project and any sdist build with
+``--no-build-isolation`` and nothing unpinned is fetched at build time), the runtime
+``dependencies``, and those plus the ``pipeline`` extra for the pipeline image. Existing
+pins are kept unless pyproject.toml no longer allows them (``--upgrade`` moves everything
+to the newest allowed release).
 
 Each lock starts with a fingerprint of the pyproject.toml entries it was compiled from.
 ``python -m deploy.lock --check`` (and tests/deploy/test_lock.py, in ``make test``) fails
@@ -37,19 +38,28 @@ PYTHON_VERSION = "3.11"  # the images' Python (pyproject's requires-python is 3.
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)")
 
 
+BUILD = "build-system"
+RUNTIME = "dependencies"
+
+
 @dataclass(frozen=True)
 class Lock:
     path: Path
-    extras: tuple[str, ...] = ()
+    sections: tuple[str, ...]  # BUILD, RUNTIME or the name of an extra
 
     @property
     def name(self) -> str:
         return str(self.path.relative_to(ROOT))
 
+    @property
+    def extras(self) -> tuple[str, ...]:
+        return tuple(s for s in self.sections if s not in {BUILD, RUNTIME})
+
 
 LOCKS = (
-    Lock(ROOT / "deploy" / "requirements.lock"),
-    Lock(ROOT / "deploy" / "requirements-pipeline.lock", ("pipeline",)),
+    Lock(ROOT / "deploy" / "requirements-build.lock", (BUILD,)),
+    Lock(ROOT / "deploy" / "requirements.lock", (RUNTIME,)),
+    Lock(ROOT / "deploy" / "requirements-pipeline.lock", (RUNTIME, "pipeline")),
 )
 
 
@@ -58,18 +68,22 @@ def read_pyproject(path: Path = PYPROJECT) -> dict[str, Any]:
         return tomllib.load(f)
 
 
-def inputs(pyproject: Mapping[str, Any], extras: Sequence[str]) -> list[Requirement]:
-    """The requirements a lock pins: dependencies, the extras, the build system's."""
+def section(pyproject: Mapping[str, Any], name: str) -> list[str]:
+    if name == BUILD:
+        requires: list[str] = pyproject[BUILD]["requires"]
+        return requires
     project = pyproject["project"]
-    optional = project.get("optional-dependencies", {})
-    lines = [*project["dependencies"], *pyproject["build-system"]["requires"]]
-    for extra in extras:
-        lines += optional[extra]
-    return [Requirement(line) for line in lines]
+    listed: list[str] = project[name] if name == RUNTIME else project["optional-dependencies"][name]
+    return listed
 
 
-def fingerprint(pyproject: Mapping[str, Any], extras: Sequence[str]) -> str:
-    canonical = sorted(str(r) for r in inputs(pyproject, extras))
+def inputs(pyproject: Mapping[str, Any], sections: Sequence[str]) -> list[Requirement]:
+    """The requirements a lock pins, as pyproject.toml states them."""
+    return [Requirement(line) for name in sections for line in section(pyproject, name)]
+
+
+def fingerprint(pyproject: Mapping[str, Any], sections: Sequence[str]) -> str:
+    canonical = sorted(str(r) for r in inputs(pyproject, sections))
     canonical.append(f"python {PYTHON_VERSION}")
     return hashlib.sha256(json.dumps(canonical).encode()).hexdigest()
 
@@ -88,15 +102,12 @@ def problems(lock: Lock, pyproject: Mapping[str, Any], lock_text: str | None) ->
     if lock_text is None:
         return [f"{lock.name} is missing: run `make lock`"]
     found: list[str] = []
-    stamp = FINGERPRINT + fingerprint(pyproject, lock.extras)
+    stamp = FINGERPRINT + fingerprint(pyproject, lock.sections)
     if stamp not in lock_text.splitlines():
         found.append(f"{lock.name} is out of date with pyproject.toml: run `make lock`")
     pinned = pins(lock_text)
-    self_name = canonicalize_name(pyproject["project"]["name"])
-    for req in inputs(pyproject, lock.extras):
+    for req in inputs(pyproject, lock.sections):
         name = canonicalize_name(req.name)
-        if name == self_name:
-            continue
         if name not in pinned:
             found.append(f"{lock.name} does not pin {req.name} ({req}): run `make lock`")
         found += [
@@ -117,21 +128,24 @@ def check(pyproject_path: Path = PYPROJECT) -> list[str]:
 
 
 def compile_lock(lock: Lock, pyproject: Mapping[str, Any], upgrade: bool) -> None:
-    """Run uv; the build requirements go in on stdin, so the lock names no temp file."""
+    """Run uv on pyproject.toml, or on the build requirements given on stdin."""
+    source = "-" if lock.sections == (BUILD,) else "pyproject.toml"
     command = [
-        sys.executable, "-m", "uv", "pip", "compile", "pyproject.toml", "-",
+        sys.executable, "-m", "uv", "pip", "compile", source,
         *(arg for extra in lock.extras for arg in ("--extra", extra)),
         "--universal", "--python-version", PYTHON_VERSION, "--generate-hashes",
         "--native-tls",  # the system's CA store: where TLS is re-signed, PyPI still verifies
         "--custom-compile-command", "make lock", "--quiet", "--output-file", lock.name,
         *(["--upgrade"] if upgrade else []),
     ]  # fmt: skip
-    build = "\n".join(pyproject["build-system"]["requires"]) + "\n"
-    done = subprocess.run(command, cwd=ROOT, input=build, text=True, capture_output=True)
+    build = "\n".join(section(pyproject, BUILD)) + "\n"
+    done = subprocess.run(
+        command, cwd=ROOT, input=build, text=True, capture_output=True, check=False
+    )
     if done.returncode != 0:
         raise SystemExit(f"make lock: uv failed for {lock.name}: {done.stderr.strip()}")
     body = lock.path.read_text()
-    lock.path.write_text(f"{FINGERPRINT}{fingerprint(pyproject, lock.extras)}\n{body}")
+    lock.path.write_text(f"{FINGERPRINT}{fingerprint(pyproject, lock.sections)}\n{body}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

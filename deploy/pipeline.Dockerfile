@@ -12,9 +12,10 @@ RUN mkdir -p /usr/share/man/man1 \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openjdk-17-jre-headless \
  && rm -rf /var/lib/apt/lists/*
 
-COPY deploy/requirements-pipeline.lock /tmp/requirements.lock
-RUN python3 -m pip install --no-cache-dir --require-hashes -r /tmp/requirements.lock \
- && rm /tmp/requirements.lock
+COPY deploy/requirements-build.lock deploy/requirements-pipeline.lock /tmp/
+RUN python3 -m pip install --no-cache-dir --require-hashes -r /tmp/requirements-build.lock \
+ && python3 -m pip install --no-cache-dir --require-hashes --no-build-isolation -r /tmp/requirements-pipeline.lock \
+ && rm /tmp/requirements*.lock
 
 COPY pyproject.toml README.md /tmp/src/
 COPY app /tmp/src/app

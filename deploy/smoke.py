@@ -14,21 +14,25 @@ The last line on stdout is one JSON object with the timings.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICE = "rocktimer"
 IMAGE = "rocktimer:latest"
+PIPELINE_IMAGE = "rocktimer-pipeline:latest"
 HUB_BASE = "python:3.11-slim"
 LOCAL_BASE = "rocktimer-base:py311"  # deploy/make-base-image's default tag
 HEALTHY_TIMEOUT_S = 120
@@ -65,7 +69,9 @@ def find_compose() -> list[str]:
     info = run(["docker", "info", "--format", "{{.ServerVersion}}"], timeout=30)
     if info.returncode != 0:
         if "permission denied" in info.stderr.lower():
-            raise Missing("the Docker engine refuses this user: run as root or join the docker group")
+            raise Missing(
+                "the Docker engine refuses this user: run as root or join the docker group"
+            )
         raise Missing(
             "the Docker engine is not running: start it (`sudo systemctl start docker`, "
             "or `sudo dockerd >/tmp/dockerd.log 2>&1 &` where there is no systemd)"
@@ -111,12 +117,20 @@ class Stack:
     def __init__(self, compose: list[str], base: str) -> None:
         self.port = free_port()
         self.project = f"rocktimer-smoke-{os.getpid()}"
-        self.compose = [*compose, "--project-name", self.project, "--file", str(ROOT / "docker-compose.yml")]  # fmt: skip
+        self.compose = [
+            *compose,
+            "--project-name",
+            self.project,
+            "--file",
+            str(ROOT / "docker-compose.yml"),
+        ]
         self.env = {
             **os.environ,
             "ROCKTIMER_BASE_IMAGE": base,
             "ROCKTIMER_PUBLISH": f"127.0.0.1:{self.port}",
         }
+        self.pipeline_dir = Path(tempfile.mkdtemp(prefix=f"{self.project}-"))
+        self.env["ROCKTIMER_PIPELINE_DIR"] = str(self.pipeline_dir)
         self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=15)
 
     def __call__(self, *args: str, timeout: float = 180) -> str:
@@ -125,10 +139,13 @@ class Stack:
             raise Failed(f"`compose {' '.join(args)}` failed: {done.stderr.strip()[-2000:]}")
         return done.stdout
 
-    def build(self) -> float:
+    def build(self, service: str) -> float:
         started = time.monotonic()
         done = subprocess.run(
-            [*self.compose, "build", SERVICE], env=self.env, timeout=BUILD_TIMEOUT_S, check=False
+            [*self.compose, "--profile", "pipeline", "build", service],
+            env=self.env,
+            timeout=BUILD_TIMEOUT_S,
+            check=False,
         )  # output goes to the terminal: a first build takes minutes
         if done.returncode != 0:
             raise Failed(f"the image did not build (exit {done.returncode}, output above)")
@@ -145,7 +162,9 @@ class Stack:
         started = time.monotonic()
         cid = self.container()
         while time.monotonic() - started < HEALTHY_TIMEOUT_S:
-            state = run(["docker", "inspect", "-f", "{{.State.Status}} {{.State.Health.Status}}", cid])  # fmt: skip
+            state = run(
+                ["docker", "inspect", "-f", "{{.State.Status}} {{.State.Health.Status}}", cid]
+            )
             status, _, health = state.stdout.strip().partition(" ")
             if health == "healthy":
                 return time.monotonic() - started
@@ -160,6 +179,9 @@ class Stack:
         self.wait_healthy()
         return time.monotonic() - started
 
+    def user(self) -> str:
+        return run(["docker", "exec", self.container(), "id", "-un"]).stdout.strip()
+
     def logs(self) -> str:
         done = run([*self.compose, "logs", "--tail", "30", SERVICE], self.env)
         return done.stdout[-3000:]
@@ -167,85 +189,170 @@ class Stack:
     def rss_mib(self) -> float:
         """Resident memory of the server (PID 1 of the container), from /proc."""
         status = run(["docker", "exec", self.container(), "cat", "/proc/1/status"]).stdout
-        kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))  # fmt: skip
+        kib = next(
+            int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")
+        )
         return kib / 1024
 
     def expect(self, method: str, path: str, status: int, body: object = None) -> dict[str, object]:
         reply = self.http.request(method, path, json=body)
         if reply.status_code != status:
-            raise Failed(f"{method} {path}: {reply.status_code} {reply.text[:300]}, expected {status}")  # fmt: skip
+            raise Failed(
+                f"{method} {path}: {reply.status_code} {reply.text[:300]}, expected {status}"
+            )
         result: dict[str, object] = reply.json() if reply.content else {}
         return result
+
+    def image_mb(self, tag: str) -> float:
+        return int(run(["docker", "image", "inspect", "-f", "{{.Size}}", tag]).stdout) / 1e6
+
+    def wait_for_events(self, timeout_s: float = 60) -> None:
+        """Until the service's exporter has sealed a Parquet segment under /data/events."""
+        deadline = time.monotonic() + timeout_s
+        find = ["docker", "exec", self.container(), "find", "/data/events", "-name", "*.parquet"]
+        while not run(find).stdout.strip():
+            if time.monotonic() > deadline:
+                raise Failed(f"no event segment under /data/events after {timeout_s:.0f} s")
+            time.sleep(1)
 
     def down(self, volumes: bool) -> None:
         self("down", "--timeout", "30", *(["--volumes", "--remove-orphans"] if volumes else []))
 
+    def close(self, quiet: bool) -> None:
+        """Tear down containers, network and volume; ``quiet``: while failing already."""
+        self.http.close()
+        try:
+            self.down(volumes=True)
+        except (Failed, subprocess.TimeoutExpired) as failed:
+            if not quiet:
+                raise
+            say(f"teardown failed too ({failed}): `... --project-name {self.project} down -v`")
+        else:
+            say("torn down (containers, network, volume)")
 
-TOPIC = "smoke"
-GROUP = "smoke"
+
+TOPIC = "/v1/topics/smoke"
+GROUP = f"{TOPIC}/groups/smoke"
+HOUR_MS = 3_600_000
 
 
 def round_trip(stack: Stack) -> None:
     """send → receive → ack, and a pending message (due in an hour) left behind."""
-    stack.expect("POST", f"/v1/topics/{TOPIC}/messages", 201, {"msg_id": "now", "body": "hello"})  # fmt: skip
-    stack.expect("POST", f"/v1/topics/{TOPIC}/messages", 201, {"msg_id": "later", "body": "wait", "delay_ms": 3_600_000})  # fmt: skip
-    got = stack.expect("POST", f"/v1/topics/{TOPIC}/groups/{GROUP}/receive", 200, {"max_messages": 10, "wait_ms": 10_000})  # fmt: skip
+    stack.expect("POST", f"{TOPIC}/messages", 201, {"msg_id": "now", "body": "hello"})
+    stack.expect("POST", f"{TOPIC}/messages", 201, {"msg_id": "later", "delay_ms": HOUR_MS})
+    got = stack.expect("POST", f"{GROUP}/receive", 200, {"max_messages": 10, "wait_ms": 10_000})
     messages = got.get("messages")
     if not isinstance(messages, list) or [m["msg_id"] for m in messages] != ["now"]:
         raise Failed(f"receive returned {got}, expected the message 'now'")
-    acked = stack.expect("POST", f"/v1/topics/{TOPIC}/groups/{GROUP}/ack", 200, {"receipts": [messages[0]["receipt"]]})  # fmt: skip
-    if acked.get("results") != [{"receipt": messages[0]["receipt"], "status": "acked"}]:
+    receipt = messages[0]["receipt"]
+    acked = stack.expect("POST", f"{GROUP}/ack", 200, {"receipts": [receipt]})
+    if acked.get("results") != [{"receipt": receipt, "status": "acked"}]:
         raise Failed(f"ack answered {acked}")
 
 
 def still_there(stack: Stack, after: str) -> None:
-    """The pending message is still scheduled, the acked one still delivered and acked."""
-    later = stack.expect("GET", f"/v1/topics/{TOPIC}/messages/later", 200)
-    now = stack.expect("GET", f"/v1/topics/{TOPIC}/groups/{GROUP}/messages/now", 200)
-    if later.get("status") != "scheduled" or now.get("status") != "acked":
-        raise Failed(f"after {after}: 'later' is {later.get('status')}, 'now' is {now.get('status')}")  # fmt: skip
+    """The pending message is still scheduled, the acked one still acked."""
+    later = stack.expect("GET", f"{TOPIC}/messages/later", 200).get("state")
+    now = stack.expect("GET", f"{GROUP}/messages/now", 200).get("state")
+    if (later, now) != ("scheduled", "acked"):
+        raise Failed(f"after {after}: 'later' is {later}, 'now' is {now}")
 
 
-def smoke(compose: list[str], base: str) -> dict[str, float]:
+def service(stack: Stack) -> dict[str, float]:
+    figures = {"build_s": stack.build(SERVICE)}
+    say(f"built in {figures['build_s']:.1f} s")
+    figures["up_to_healthy_s"] = stack.up()
+    figures["idle_rss_mib"] = stack.rss_mib()
+    if (user := stack.user()) != "rocktimer":
+        raise Failed(f"the server runs as {user!r}, not as the image's user rocktimer")
+    up, rss = figures["up_to_healthy_s"], figures["idle_rss_mib"]
+    say(f"healthy {up:.1f} s after up, idle RSS {rss:.0f} MiB")
+    round_trip(stack)
+    say("send → receive → ack: ok")
+    stack("restart", SERVICE)
+    figures["restart_to_healthy_s"] = stack.wait_healthy()
+    still_there(stack, "restart")
+    say("restart: the pending message is still there")
+    stack.down(volumes=False)
+    figures["down_up_to_healthy_s"] = stack.up()
+    still_there(stack, "down + up")
+    say("down + up: the volume kept both messages")
+    figures["image_mb"] = stack.image_mb(IMAGE)
+    return figures
+
+
+def summary(output: str) -> dict[str, Any]:
+    """A job's figures: the JSON object on the last line of its stdout."""
+    lines = output.strip().splitlines()
+    try:
+        found: dict[str, Any] = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        raise Failed(f"no JSON summary on the last line of: {output[-1000:]}") from None
+    return found
+
+
+def pipeline(stack: Stack) -> dict[str, float]:
+    """The `pipeline` profile: generate → bulk_load into the service → report on its volume."""
+    figures = {"pipeline_build_s": stack.build("report")}
+    say(f"pipeline image built in {figures['pipeline_build_s']:.1f} s")
+    job = ("--profile", "pipeline", "run", "--rm")
+    plan = ("plan.parquet", "--format", "parquet")
+    generate = ("--entrypoint", "python3", "bulk_load", "-m", "pipeline.generate", "--out", *plan)
+    made = summary(stack(*job, *generate, "--rows", "200", timeout=600))
+    started = time.monotonic()
+    loaded = summary(
+        stack(*job, "bulk_load", "--input", *plan, "--rejects", "rejects", timeout=600)
+    )
+    figures["bulk_load_s"] = time.monotonic() - started
+    counted = sum(loaded[k] for k in ("loaded", "already_present", "rejected"))
+    if loaded["rows"] != made["rows"] or counted != made["rows"]:
+        raise Failed(f"generated {made}, bulk_load said {loaded}")
+    say(f"bulk_load: {loaded['loaded']} loaded, {loaded['rejected']} rejected of {loaded['rows']}")
+    stack.wait_for_events()
+    started = time.monotonic()
+    reported = summary(stack(*job, "report", timeout=600))
+    figures["report_s"] = time.monotonic() - started
+    html = stack.pipeline_dir / "report" / "report.html"
+    if reported.get("events", 0) < 1 or not html.is_file():
+        raise Failed(f"report said {reported}; {html} {'is' if html.is_file() else 'is not'} there")
+    say(f"report over {reported['events']} events: {html}")
+    figures["pipeline_image_mb"] = stack.image_mb(PIPELINE_IMAGE)
+    return figures
+
+
+def smoke(compose: list[str], base: str, with_pipeline: bool) -> dict[str, float]:
     stack = Stack(compose, base)
     say(f"{' '.join(compose)}, base image {base}, project {stack.project}, port {stack.port}")
-    figures: dict[str, float] = {}
     try:
-        figures["build_s"] = stack.build()
-        say(f"built in {figures['build_s']:.1f} s")
-        figures["up_to_healthy_s"] = stack.up()
-        figures["idle_rss_mib"] = stack.rss_mib()
-        say(f"healthy {figures['up_to_healthy_s']:.1f} s after up, idle RSS {figures['idle_rss_mib']:.0f} MiB")  # fmt: skip
-        round_trip(stack)
-        say("send → receive → ack: ok")
-        stack("restart", SERVICE)
-        figures["restart_to_healthy_s"] = stack.wait_healthy()
-        still_there(stack, "restart")
-        say("restart: the pending message is still there")
-        stack.down(volumes=False)
-        figures["down_up_to_healthy_s"] = stack.up()
-        still_there(stack, "down + up")
-        say("down + up: the volume kept both messages")
-        size = run(["docker", "image", "inspect", "-f", "{{.Size}}", IMAGE]).stdout
-        figures["image_mb"] = int(size) / 1e6
-    finally:
-        stack.http.close()
-        stack.down(volumes=True)
-        say("torn down (containers, network, volume)")
+        figures = service(stack)
+        if with_pipeline:
+            figures |= pipeline(stack)
+    except BaseException:
+        stack.close(quiet=True)
+        raise
+    stack.close(quiet=False)
     return {k: round(v, 1) for k, v in figures.items()}
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deploy.smoke", description=__doc__)
+    parser.add_argument(
+        "--pipeline", action="store_true", help="also build the pipeline image and run its jobs"
+    )
+    args = parser.parse_args(argv)
     try:
         compose = find_compose()
         base = base_image(os.environ.get("ROCKTIMER_BASE_IMAGE") or None)
-        figures = smoke(compose, base)
+        figures = smoke(compose, base, args.pipeline)
     except Missing as missing:
         say(f"missing: {missing}")
         return 2
     except (Failed, httpx.HTTPError, subprocess.TimeoutExpired) as failed:
         say(f"FAILED: {failed}")
         return 1
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
     say(
         f"OK: build {figures['build_s']} s, up → healthy {figures['up_to_healthy_s']} s, "
         f"idle RSS {figures['idle_rss_mib']} MiB, image {figures['image_mb']} MB"

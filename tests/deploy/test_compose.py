@@ -16,7 +16,10 @@ import yaml
 from deploy.lock import LOCKS
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILES = {"rocktimer": ROOT / "Dockerfile", "pipeline": ROOT / "deploy" / "pipeline.Dockerfile"}  # fmt: skip
+DOCKERFILES = {
+    "rocktimer": ROOT / "Dockerfile",
+    "pipeline": ROOT / "deploy" / "pipeline.Dockerfile",
+}
 
 
 def compose() -> dict[str, Any]:
@@ -67,15 +70,18 @@ def test_the_service_runs_as_a_user_the_image_creates_and_who_owns_data() -> Non
     assert user_at < len(steps) - 1
 
 
-def test_images_install_only_hash_checked_locks_then_the_project_without_deps() -> None:
-    for dockerfile, lock in zip(DOCKERFILES.values(), LOCKS, strict=True):
+def test_images_install_the_build_lock_then_hash_checked_deps_then_the_project() -> None:
+    build, runtime, pipeline = LOCKS
+    for dockerfile, deps in zip(DOCKERFILES.values(), (runtime, pipeline), strict=True):
         steps = instructions(dockerfile)
         copies = [a for i, a in steps if i == "COPY"]
-        assert f"{lock.name} /tmp/requirements.lock" in copies
-        pip = [a for i, a in steps if i == "RUN" and "pip install" in a]
-        assert "--require-hashes -r /tmp/requirements.lock" in pip[0]
-        assert "--no-deps --no-build-isolation /tmp/src" in pip[1]
-        assert len(pip) == 2
+        assert f"{build.name} {deps.name} /tmp/" in copies
+        pip = [p for i, a in steps if i == "RUN" for p in a.split("&&") if "pip install" in p]
+        assert [p.split("pip install", 1)[1].strip() for p in pip] == [
+            f"--no-cache-dir --require-hashes -r /tmp/{build.path.name}",
+            f"--no-cache-dir --require-hashes --no-build-isolation -r /tmp/{deps.path.name}",
+            "--no-cache-dir --no-deps --no-build-isolation /tmp/src",
+        ]
 
 
 def test_the_build_context_holds_everything_the_dockerfiles_copy() -> None:
