@@ -233,13 +233,13 @@ class Stack:
 
 TOPIC = "/v1/topics/smoke"
 GROUP = f"{TOPIC}/groups/smoke"
-HOUR_MS = 3_600_000
+LATER = {"msg_id": "later", "body": "", "delay_ms": 3_600_000}  # pending for an hour
 
 
 def round_trip(stack: Stack) -> None:
     """send → receive → ack, and a pending message (due in an hour) left behind."""
     stack.expect("POST", f"{TOPIC}/messages", 201, {"msg_id": "now", "body": "hello"})
-    stack.expect("POST", f"{TOPIC}/messages", 201, {"msg_id": "later", "delay_ms": HOUR_MS})
+    stack.expect("POST", f"{TOPIC}/messages", 201, LATER)
     got = stack.expect("POST", f"{GROUP}/receive", 200, {"max_messages": 10, "wait_ms": 10_000})
     messages = got.get("messages")
     if not isinstance(messages, list) or [m["msg_id"] for m in messages] != ["now"]:
