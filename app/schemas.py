@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from workers.retry import DELAY_LEVELS_MS, MAX_RETRY_DELAY_MS, GroupSettings
 
@@ -18,7 +18,19 @@ MSG_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 U63 = 2**63 - 1  # times and durations fit a signed 64-bit int in every client language
 MAX_BATCH = 1000
 
-MsgId = Annotated[str, Field(pattern=MSG_ID_PATTERN, examples=["order-42"])]
+UNADDRESSABLE_IDS = frozenset({".", ".."})  # match the pattern, but a URL path drops them
+
+
+def addressable(msg_id: str) -> str:
+    """Refuse the msg_ids no URL can name (``.../messages/..`` is the parent path)."""
+    if msg_id in UNADDRESSABLE_IDS:
+        raise ValueError("'.' and '..' cannot be addressed in a URL")
+    return msg_id
+
+
+MsgId = Annotated[
+    str, Field(pattern=MSG_ID_PATTERN, examples=["order-42"]), AfterValidator(addressable)
+]
 Millis = Annotated[int, Field(ge=0, le=U63)]
 
 
@@ -185,6 +197,46 @@ class RedriveResult(BaseModel):
     state: Literal["pending"]
 
 
+class TopicItem(BaseModel):
+    """A topic and its counts (kept as messages change, never counted by a scan)."""
+
+    topic: str
+    scheduled: int = Field(description="Messages scheduled, not yet due")
+    delivered: int = Field(description="Messages delivered into the topic since it began")
+    cancelled: int = Field(description="Messages cancelled since the topic began")
+
+
+class TopicPage(BaseModel):
+    items: list[TopicItem]
+    next_cursor: str | None = None
+
+
+class GroupItem(BaseModel):
+    """A consumer group of a topic and where it stands."""
+
+    group: str
+    backlog: int = Field(description="Messages the group has not received yet")
+    inflight: int = Field(description="Received, not yet acked or failed")
+    retrying: int = Field(description="Failed, waiting for the retry delay")
+    dead: int = Field(description="Dead letters from this topic")
+    filter: str = Field(description="Tag filter expression ('*': every message)")
+    push: dict[str, Any] | None = Field(None, description="Push delivery settings, if any")
+
+
+class GroupPage(BaseModel):
+    items: list[GroupItem]
+    next_cursor: str | None = None
+
+
+class MessagePage(BaseModel):
+    items: list[MessageView]
+    next_cursor: str | None = Field(
+        None,
+        description="Present while more may follow; a page may be short (even empty) "
+        "and still have a next one",
+    )
+
+
 class FieldError(BaseModel):
     loc: list[str | int]
     field: str
@@ -202,9 +254,11 @@ class Problem(BaseModel):
 
 
 class Health(BaseModel):
-    status: str
+    status: str  # alive (healthz); ready, or lagging: deliveries behind, sends get 429
     pending_timers: int | None = None
     writer_queue: int | None = None
+    due_backlog_timers: int | None = None
+    due_backlog_oldest_ms: int | None = None
 
 
 REQUEST_MODELS: tuple[type[BaseModel], ...] = (

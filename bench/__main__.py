@@ -14,8 +14,10 @@ from collections.abc import Callable
 
 from bench import (
     batch,
+    events,
     growth,
     lateness,
+    ontime,
     pending,
     receive,
     reclaim,
@@ -72,6 +74,21 @@ def figures(s: scale.Scale) -> list[Figure]:
             "9",
             "growth curve",
             lambda: growth.run_figure(levels=s.growth_levels, profile=s.name),
+        ),
+        (
+            "10",
+            "on time under load",
+            lambda: ontime.run_figure(seconds=s.ontime_seconds),
+        ),
+        (
+            "11",
+            "event log on vs off",
+            lambda: events.run_figure(
+                warmup_s=s.send_warmup_s,
+                seconds=s.send_seconds,
+                batches=s.batches,
+                storm_n=s.storm_n,
+            ),
         ),
     ]
 

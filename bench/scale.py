@@ -29,6 +29,7 @@ class Scale:
     pending_n: int  # figure 7: far-future timers held
     reclaim_n: int  # figure 8: deliveries (one storm) before the scan-cost probe
     growth_levels: tuple[int, ...]  # figure 9: pending timers at each measured point
+    ontime_seconds: float  # figure 10: each phase's window (timers due, loads running)
 
 
 QUICK = Scale(
@@ -43,6 +44,7 @@ QUICK = Scale(
     pending_n=1_000_000,
     reclaim_n=1_000_000,
     growth_levels=(10_000, 100_000, 1_000_000),
+    ontime_seconds=30,
 )
 FULL = Scale(
     name="full",
@@ -56,6 +58,7 @@ FULL = Scale(
     pending_n=10_000_000,
     reclaim_n=10_000_000,
     growth_levels=(10_000, 100_000, 1_000_000, 10_000_000),
+    ontime_seconds=60,
 )
 
 _INT_OVERRIDES = {

@@ -5,33 +5,58 @@ A topic's log is one lane; each group's retry lane for a topic is another (stora
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from storage import keys
 from storage.store import CF
 from workers.txn import Txn
 
 
 def append(txn: Txn, lane: bytes, value: bytes) -> int:
-    """Append ``value`` at the lane's next seq (the counter lives in meta); returns the seq."""
-    counter = keys.next_seq_key(lane)
-    raw = txn.get(CF.META, counter)
-    seq = keys.read_u64(raw) if raw else 0
-    txn.put(CF.LOGS, keys.log_key(lane, seq), value)
-    txn.put(CF.META, counter, keys.u64(seq + 1))
+    """Append ``value`` at the lane's next seq; returns the seq.
+
+    Batch-aware: the counter is read from meta once per batch and lane, then counted in
+    the Txn, which writes it back once at commit (a storm appends thousands per batch).
+    """
+    seq = txn.lane_next.get(lane)
+    if seq is None:
+        raw = txn.get(CF.META, keys.next_seq_key(lane))
+        seq = keys.read_u64(raw) if raw else 0
+    txn.put(CF.LOGS, lane + keys.u64(seq), value)
+    txn.set_lane_next(lane, seq + 1)
     return seq
 
 
-def read(txn: Txn, lane: bytes, group: str, limit: int) -> list[tuple[bytes, bytes]]:
+def read(
+    txn: Txn,
+    lane: bytes,
+    group: str,
+    limit: int,
+    fits: Callable[[bytes], bool] | None = None,
+    *,
+    join: bool = False,
+) -> list[tuple[bytes, bytes]]:
     """The next ``limit`` entries of a lane after the group's cursor; advances the cursor.
+    ``join``: make the cursor at the group's first read, even of nothing (a topic's
+    groups are the cursors on its log: GET /v1/topics/{topic}/groups).
 
-    Reads the store, not the batch: entries appended earlier in this same batch are seen
-    by the next receive (the cursor never passes an entry it did not return).
+    Entries deleted earlier in this batch (by retention) are skipped; entries appended
+    earlier in this same batch are seen by the next receive (the cursor never passes an
+    entry it did not return). ``fits(value)``: stop before the first entry it refuses.
     """
     if limit <= 0:
         return []
     cursor_key = keys.cursor_key(lane, group)
     raw = txn.get(CF.META, cursor_key)
     start = keys.read_u64(raw) if raw else 0
-    entries = txn.store.scan(CF.LOGS, keys.log_key(lane, start), keys.prefix_end(lane), limit)
+    entries = txn.scan(CF.LOGS, keys.log_key(lane, start), keys.prefix_end(lane), limit)
+    if fits is not None:
+        for taken, (_, value) in enumerate(entries):
+            if not fits(value):
+                entries = entries[:taken]
+                break
     if entries:
         txn.put(CF.META, cursor_key, keys.u64(keys.log_seq(entries[-1][0]) + 1))
+    elif raw is None and join:
+        txn.put(CF.META, cursor_key, keys.u64(0))
     return entries

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of
-from app.errors import InvalidInput
-from app.routes.common import ERRORS, json_body, json_response, parse
+from app.routes.common import (
+    ERRORS,
+    PAGE_DEFAULT,
+    PAGE_MAX,
+    bad_cursor,
+    decode_cursor,
+    encode_cursor,
+    json_body,
+    json_response,
+    parse,
+)
 from app.schemas import DeadLetterPage, RedriveResult
 from storage import keys
 from workers.retry import GroupSettings
@@ -20,8 +27,6 @@ router = APIRouter(
     prefix="/v1/topics/{topic}/groups/{group}",
     tags=["admin"],
 )
-
-DLQ_PAGE_DEFAULT = 100
 
 
 @router.put(
@@ -39,18 +44,11 @@ async def put_group_settings(topic: TopicPath, group: GroupPath, request: Reques
 
 
 def _cursor(topic: str, group: str, cursor: str | None) -> bytes | None:
-    """Cursors are the position after the last item, opaque and URL-safe."""
-    if not cursor:
+    raw = decode_cursor(cursor)
+    if raw is None:
         return None
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-    except (binascii.Error, ValueError):
-        raw = b""
     if len(raw) != 16:
-        reason = "not a cursor from a previous page"
-        raise InvalidInput(
-            f"cursor: {reason}", [{"loc": ["query", "cursor"], "field": "cursor", "reason": reason}]
-        )
+        raise bad_cursor()
     return keys.dead_prefix(topic, group) + raw
 
 
@@ -65,7 +63,7 @@ async def list_dead_letters(
     group: GroupPath,
     request: Request,
     cursor: Annotated[str | None, Query(max_length=64)] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = DLQ_PAGE_DEFAULT,
+    limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = PAGE_DEFAULT,
 ) -> Response:
     engine = engine_of(request)
     found, more = engine.dead_letters(topic, group, _cursor(topic, group, cursor), limit)
@@ -82,7 +80,7 @@ async def list_dead_letters(
         ]
     }
     if more and found:
-        page["next_cursor"] = base64.urlsafe_b64encode(found[-1][0][-16:]).rstrip(b"=").decode()
+        page["next_cursor"] = encode_cursor(found[-1][0][-16:])
     return json_response(page)
 
 

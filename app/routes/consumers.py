@@ -9,7 +9,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of
+from app.config import Settings
+from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic
+from app.fastpath import fast_route
 from app.routes.common import ERRORS, json_body, json_response, parse
 from app.schemas import (
     AckRequest,
@@ -62,54 +64,54 @@ def _per_receipt(receipts: list[str], statuses: list[str]) -> Response:
     return json_response({"results": results})
 
 
-@router.post(
+@fast_route(
+    router,
+    "POST",
     "/receive",
     operation_id="receive_messages",
     summary="Receive visible messages (long poll with wait_ms)",
     openapi_extra=json_body(ReceiveRequest),
     responses={200: {"model": ReceiveResult}, **ERRORS},
 )
-async def receive_messages(topic: TopicPath, group: GroupPath, request: Request) -> Response:
-    return await take(engine_of(request), topic, group, request)
-
-
-async def take(engine: Engine, topic: str, group: str, request: Request) -> Response:
-    """All of a receive after routing (shared with app/fastpath.py)."""
+async def receive_messages(
+    engine: Engine, settings: Settings, request: Request, topic: str, group: str
+) -> Response:
+    readable_topic(topic)
     req = await parse(request, ReceiveRequest)
     got = await engine.receive(topic, group, req.max_messages, req.wait_ms, req.invisible_ms)
     return json_response({"messages": [_received(topic, g) for g in got]})
 
 
-@router.post(
+@fast_route(
+    router,
+    "POST",
     "/ack",
     operation_id="ack_messages",
     summary="Acknowledge received messages by receipt",
     openapi_extra=json_body(AckRequest),
     responses={200: {"model": AckResult}, **ERRORS},
 )
-async def ack_messages(topic: TopicPath, group: GroupPath, request: Request) -> Response:
-    return await settle(engine_of(request), topic, group, request)
-
-
-async def settle(engine: Engine, topic: str, group: str, request: Request) -> Response:
-    """All of an ack after routing (shared with app/fastpath.py)."""
+async def ack_messages(
+    engine: Engine, settings: Settings, request: Request, topic: str, group: str
+) -> Response:
+    readable_topic(topic)
     req = await parse(request, AckRequest)
     return _per_receipt(req.receipts, await engine.ack(topic, group, list(req.receipts)))
 
 
-@router.post(
+@fast_route(
+    router,
+    "POST",
     "/nack",
     operation_id="nack_messages",
     summary="Fail received messages: they come back after the retry delay, or go to the DLQ",
     openapi_extra=json_body(NackRequest),
     responses={200: {"model": NackResult}, **ERRORS},
 )
-async def nack_messages(topic: TopicPath, group: GroupPath, request: Request) -> Response:
-    return await fail(engine_of(request), topic, group, request)
-
-
-async def fail(engine: Engine, topic: str, group: str, request: Request) -> Response:
-    """All of a nack after routing (shared with app/fastpath.py)."""
+async def nack_messages(
+    engine: Engine, settings: Settings, request: Request, topic: str, group: str
+) -> Response:
+    readable_topic(topic)
     req = await parse(request, NackRequest)
     statuses = await engine.nack(topic, group, list(req.receipts), req.delay_ms)
     return _per_receipt(req.receipts, statuses)
@@ -124,6 +126,7 @@ async def fail(engine: Engine, topic: str, group: str, request: Request) -> Resp
 )
 async def change_invisibility(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)
+    readable_topic(topic)
     req = await parse(request, InvisibilityRequest)
     receipt = await engine.change_invisibility(topic, group, req.receipt, req.invisible_ms)
     return json_response({"receipt": receipt})

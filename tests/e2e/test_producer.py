@@ -140,14 +140,17 @@ def test_thousand_messages_each_once_in_due_order(client: httpx.Client, topic: s
     rng = random.Random(7)
     dues = {f"m{i:04d}": start + rng.randrange(0, 2_000) for i in range(1000)}
     items = [{"msg_id": k, "body": k, "deliver_at_ms": v} for k, v in dues.items()]
+    at_once: set[str] = set()  # already due when they arrived (a slow machine): they enter then
     for i in range(0, 1000, 250):
         r = client.post(f"/v1/topics/{topic}/messages/batch", json={"messages": items[i : i + 250]})
         assert {x["status"] for x in r.json()["results"]} == {201}
+        at_once |= {x["msg_id"] for x in r.json()["results"] if x["state"] == "delivered"}
     got = receive_all(client, topic, "g", 1000, timeout_s=20)
     ids = [m["msg_id"] for m in got]
     assert len(ids) == 1000
     assert set(ids) == set(dues)
-    order = [dues[i] for i in ids]
+    order = [dues[i] for i in ids if i not in at_once]
+    assert len(order) > 500, "the machine was too slow for this test to check the order"
     assert order == sorted(order), "a topic's log must be in deliver_at order"
     time.sleep(0.3)
     extra = client.post(f"/v1/topics/{topic}/groups/g/receive", json={"wait_ms": 0}).json()

@@ -26,8 +26,8 @@ def receive(c: httpx.Client, topic: str, group: str, wait_ms: int = 3_000) -> li
     return got
 
 
-def nack(c: httpx.Client, topic: str, group: str, receipt: str) -> None:
-    r = c.post(f"{group_url(topic, group)}/nack", json={"receipts": [receipt]})
+def nack(c: httpx.Client, topic: str, group: str, receipt: str, **extra: int) -> None:
+    r = c.post(f"{group_url(topic, group)}/nack", json={"receipts": [receipt], **extra})
     assert r.json()["results"][0]["status"] == "nacked", r.text
 
 
@@ -121,11 +121,13 @@ def test_sigkill_mid_retry_cycle_keeps_attempts_and_due_times(
     data = tmp_path / "data"
     srv = fresh_server(data)
     with httpx.Client(base_url=srv.url, timeout=10) as c:
-        c.put(group_url("t", "g"), json={"retry": {"policy": "fixed", "interval_ms": 3_000}})
+        # Long enough that a restart on a loaded machine ends before the retry is due.
+        c.put(group_url("t", "g"), json={"retry": {"policy": "fixed", "interval_ms": 15_000}})
         c.post("/v1/topics/t/messages", json={"msg_id": "m", "body": "x"})
-        for _ in range(2):
-            got = receive(c, "t", "g", wait_ms=5_000)
-            nack(c, "t", "g", got[0]["receipt"])
+        got = receive(c, "t", "g", wait_ms=5_000)
+        nack(c, "t", "g", got[0]["receipt"], delay_ms=0)  # back at once: attempt 2 now
+        got = receive(c, "t", "g", wait_ms=5_000)
+        nack(c, "t", "g", got[0]["receipt"])  # the policy's 15 s
         before = c.get(f"{group_url('t', 'g')}/messages/m").json()
     srv.kill()
     assert before["state"] == "retrying"
@@ -134,7 +136,7 @@ def test_sigkill_mid_retry_cycle_keeps_attempts_and_due_times(
     with httpx.Client(base_url=again.url, timeout=10) as c:
         after = c.get(f"{group_url('t', 'g')}/messages/m").json()
         assert after == before, "attempts and the next visible time survive the crash"
-        got = receive(c, "t", "g", wait_ms=8_000)
+        got = receive(c, "t", "g", wait_ms=25_000)
         received_at = time.time() * 1000
         assert [m["attempt"] for m in got] == [3]
         assert received_at >= before["next_visible_ms"]
