@@ -46,7 +46,9 @@ def bucket_label(i: int) -> str:
         return f"< {human_ms(EDGES_MS[0])}"
     if i == len(EDGES_MS):
         return f"≥ {human_ms(EDGES_MS[-1])}"
-    return f"{human_ms(EDGES_MS[i - 1])}–{human_ms(EDGES_MS[i])}".replace(" ms–", "–", 1)
+    low, high = human_ms(EDGES_MS[i - 1]), human_ms(EDGES_MS[i])
+    number, unit = low.split(" ")
+    return f"{number}–{high}" if high.endswith(f" {unit}") else f"{low}–{high}"
 
 
 def bucket_expr(F: Any, lateness: Any) -> Any:

@@ -4,6 +4,7 @@ event-log segments written by hand in the schema of pipeline.md §1."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from pipeline import cli
+from tests.e2e.server import Server
 
 
 @pytest.fixture(scope="session")
@@ -92,3 +94,15 @@ def clean_log() -> Events:
     e.add("nacked", 125_500, "a", "m2", group="g", attempt=2)
     e.add("dead", 126_000, "a", "m2", group="g", attempt=2)
     return e
+
+
+@pytest.fixture(scope="session")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A real rocktimer server for the bulk loads (one per test session)."""
+    with Server(tmp_path_factory.mktemp("pipeline") / "data") as srv:
+        yield srv
+
+
+@pytest.fixture
+def topic() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
