@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run test lint fmt bench clean
+.PHONY: run test lint fmt bench clients clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,10 +52,20 @@ fmt: $(VENV)/.test-stamp
 bench: $(VENV)/.test-stamp  ## the quick benchmark profile (see bench/README.md)
 	$(PY) -m bench
 
+clients: $(VENV)/.test-stamp  ## regenerate clients/ (Python, TypeScript) from the served OpenAPI
+	$(PY) -m clients.generate
+
 CYCLES ?= 50
 .PHONY: crash
 crash: $(VENV)/.test-stamp  ## SIGKILL the real server under load CYCLES times; nothing acknowledged may be lost
 	$(PY) -m tests.reliability.crash_loop --cycles $(CYCLES)
+
+.PHONY: lock compose-smoke
+lock: $(VENV)/.test-stamp  ## re-pin deploy/requirements*.lock from pyproject.toml (UPGRADE=1: newest allowed)
+	$(PY) -m deploy.lock $(if $(UPGRADE),--upgrade)
+
+compose-smoke: $(VENV)/.test-stamp  ## build and run the compose stack for real, then tear it down (needs Docker; PIPELINE=1 also runs the Spark jobs)
+	$(PY) -m deploy.smoke $(if $(PIPELINE),--pipeline)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -11,7 +11,8 @@ from fastapi.staticfiles import StaticFiles
 
 from app.config import Role
 from app.deps import engine_of, settings_of
-from app.routes.common import ERRORS, json_response
+from app.openapi import V1, replies
+from app.routes.common import json_response
 from app.schemas import Identity, Stats
 from storage import keys
 from storage.store import CF
@@ -36,7 +37,7 @@ async def console() -> FileResponse:
     "/v1/me",
     operation_id="who_am_i",
     summary="The caller's role (any valid API key; admin when the service is open)",
-    responses={200: {"model": Identity}, **ERRORS},
+    responses=replies({200: Identity}, 401),
 )
 async def who_am_i(request: Request) -> Response:
     keys_by_token = settings_of(request).api_keys
@@ -49,11 +50,11 @@ async def who_am_i(request: Request) -> Response:
     "/v1/stats",
     operation_id="get_stats",
     summary="Overview for the console: pending, delivered, lateness, due in the next hour",
-    responses={200: {"model": Stats}, **ERRORS},
+    responses=replies({200: Stats}, *V1),
 )
 async def get_stats(request: Request) -> Response:
     engine = engine_of(request)
-    lateness = request.app.state.lateness
+    lateness = engine.lateness_ms
     now = engine.clock.now_ms()
     counts = [0] * (DUE_HORIZON_MS // DUE_BUCKET_MS)
     found = engine.store.scan(
@@ -70,7 +71,11 @@ async def get_stats(request: Request) -> Response:
             "writer_queue": engine.writer.queue_depth,
             "long_polls": engine.long_polls.waiting,
             "delivered_total": lateness.count,
-            "lateness": lateness.summary(),
+            "lateness": {
+                "count": lateness.count,
+                "p50_ms": lateness.quantile(0.5),
+                "p99_ms": lateness.quantile(0.99),
+            },
             "due_ahead": {
                 "bucket_ms": DUE_BUCKET_MS,
                 "counts": counts,
