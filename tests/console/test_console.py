@@ -151,6 +151,7 @@ def test_group_settings_are_edited_and_saved(console: Opener, server: Server, sh
         page.get_by_role("link", name=group).click()
         page.get_by_label("Max attempts").fill("5")
         page.get_by_label("Retry policy").select_option("fixed")
+        expect(page.get_by_label("Initial delay (ms)")).to_be_hidden()  # exponential's only
         page.get_by_label("Interval (ms)").fill("2500")
         _shot(page, shots, "group-settings")
         page.get_by_role("button", name="Save settings").click()
