@@ -1,8 +1,9 @@
 """``python -m bench`` (``make bench``): every figure, one table on stdout.
 
 BENCH_SCALE=full for the full sizes; BENCH_STORM_N, BENCH_CONSUME_N, BENCH_NACK_N,
-BENCH_PENDING_N, BENCH_RECLAIM_N, BENCH_GROWTH_LEVELS (bench/scale.py), BENCH_SCHEDULES_N
-and BENCH_FILTER_N override single sizes. Figure numbers as arguments run only those:
+BENCH_PENDING_N, BENCH_RECLAIM_N, BENCH_PIPELINE_N, BENCH_GROWTH_LEVELS (bench/scale.py),
+BENCH_SCHEDULES_N and BENCH_FILTER_N override single sizes; figure 16 (Spark) runs only when
+named or with BENCH_SCALE=full. Figure numbers as arguments run only those:
 ``python -m bench 5 7``.
 Progress goes to stderr. See bench/README.md for what each figure measures.
 """
@@ -21,6 +22,7 @@ from bench import (
     lateness,
     ontime,
     pending,
+    pipeline,
     receive,
     reclaim,
     redis_alt,
@@ -29,6 +31,7 @@ from bench import (
     scale,
     schedules,
     send,
+    soak,
     storm,
 )
 
@@ -97,7 +100,13 @@ def figures(s: scale.Scale) -> list[Figure]:
         ("12", "reschedule vs single send", lambda: reschedule.run_figure(s)),
         ("13", "recurring schedules at scale", lambda: schedules.run_figure(schedules.size())),
         ("14", "filtered vs unfiltered receive", lambda: filtered.run_figure(filtered.size())),
+        ("15", "soak", lambda: soak.run_figure(minutes=s.soak_minutes, profile=s.name)),
+        ("16", "Spark pipeline", lambda: pipeline.run_figure(n=s.pipeline_n)),
     ]
+
+
+# Minutes of Spark even at the quick size: run only when named (python -m bench 16) or full.
+OPT_IN = {"16"}
 
 
 def main(argv: list[str]) -> None:
@@ -111,6 +120,8 @@ def main(argv: list[str]) -> None:
     started = time.monotonic()
     for number, name, figure in plan:
         if argv and number not in argv:
+            continue
+        if not argv and number in OPT_IN and s.name != "full":
             continue
         print(f"[bench {s.name}] figure {number} {name} ...", file=sys.stderr, flush=True)
         begun = time.monotonic()

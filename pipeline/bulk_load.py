@@ -1,0 +1,293 @@
+"""``python -m pipeline.bulk_load``: validate rows with the service's own checks, send the
+valid ones through the batch API from the executors, write the rest as rejects.
+
+Every row ends as exactly one of loaded (201), already_present (200: this id was sent
+before, by an earlier run or a retried task) or rejected (a check here or the service
+refused the item), so ``loaded + already_present + rejected == rows``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from app.config import Settings
+from app.schemas import MAX_BATCH
+from pipeline import cli
+from pipeline.rows import COLUMNS, Message, Reject, to_message
+from pipeline.sender import BatchSender, ServiceRefused
+
+FORMATS = ("parquet", "csv", "json")
+ORDINAL = "__rt_ordinal"  # internal columns, named so no input column can clash
+_HASH, _DUP = "__rt_hash", "__rt_dup"
+REQUEST_SLACK_BYTES = 64 * 1024  # under the service's request limit, for the envelope
+KINDS = ("loaded", "already_present", "rejected")
+
+
+def read_input(spark: Any, path: str, fmt: str) -> Any:
+    """The input as a DataFrame (CSV with a header, JSON Lines, Parquet); exit 2 if absent."""
+    cli.require_path(path)
+    reader = spark.read
+    if fmt == "csv":
+        return reader.option("header", True).option("escape", '"').csv(path)
+    if fmt == "json":
+        return reader.json(path)
+    return reader.parquet(path)
+
+
+def prepare(df: Any, topic: str | None) -> Any:
+    """Check the columns, make them Arrow-friendly, and number identical id-less rows."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    corrupt = "_corrupt_record"
+    unknown = sorted(set(df.columns) - set(COLUMNS) - {corrupt})
+    if unknown:
+        raise cli.JobError(f"unknown column(s) {', '.join(unknown)}; expected {', '.join(COLUMNS)}")
+    if "body" not in df.columns:
+        raise cli.JobError("missing column body")
+    if "topic" not in df.columns and topic is None:
+        raise cli.JobError("missing column topic (or give --topic)")
+    if topic is not None:
+        present = F.col("topic").cast("string") if "topic" in df.columns else F.lit(None)
+        df = df.withColumn("topic", F.coalesce(present, F.lit(topic)))
+    keep = (T.StringType, T.IntegralType, T.FractionalType, T.BooleanType)
+    for field in df.schema.fields:
+        if isinstance(field.dataType, T.MapType | T.StructType | T.ArrayType):
+            df = df.withColumn(field.name, F.to_json(field.name))
+        elif not isinstance(field.dataType, keep):
+            df = df.withColumn(field.name, F.col(field.name).cast("string"))
+    content = [c for c in df.columns if c != corrupt]
+    no_id = (
+        F.lit(True) if "msg_id" not in df.columns else F.coalesce(F.col("msg_id"), F.lit("")) == ""
+    )
+    df = df.withColumn(_HASH, F.when(no_id, F.xxhash64(*content)))
+    # Identical rows without a msg_id are told apart by their rank among themselves (their
+    # order does not matter: they are identical). Only those few rows are sorted.
+    dups = (
+        df.where(F.col(_HASH).isNotNull())
+        .groupBy(_HASH)
+        .count()
+        .where("count > 1")
+        .select(_HASH, F.lit(True).alias(_DUP))
+    )
+    df = df.join(F.broadcast(dups), _HASH, "left")
+    rank = F.row_number().over(Window.partitionBy(_HASH).orderBy(*content)) - 1
+    single = df.where(F.col(_DUP).isNull()).withColumn(ORDINAL, F.lit(0))
+    many = df.where(F.col(_DUP).isNotNull()).withColumn(ORDINAL, rank)
+    return single.unionByName(many).drop(_HASH, _DUP)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where and how the executors send (pickled to them)."""
+
+    url: str
+    api_key: str | None
+    settings: Settings
+
+
+class Tally:
+    """What one task did: counts per (kind, reason) and one JSON line per reject."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str | None]] = Counter()
+        self.lines: list[str] = []
+
+    def reject(self, row: dict[str, Any], field: str, reason: str) -> None:
+        self.counts["rejected", f"{field}: {reason}"] += 1
+        line = {**row, "reject_field": field, "reject_reason": reason}
+        self.lines.append(orjson.dumps(line, default=str).decode())
+
+    def drain(self) -> dict[str, list[Any]]:
+        """The rows of RESULT_SCHEMA so far (and forget them)."""
+        # loaded/already_present counts; a row per reject (its line); a row per reason
+        rows: list[tuple[str, str | None, int, str | None]] = [
+            (kind if kind != "rejected" else "reason", reason, n, None)
+            for (kind, reason), n in self.counts.items()
+        ]
+        rows += [("rejected", None, 1, line) for line in self.lines]
+        self.counts.clear()
+        self.lines = []
+        kinds, reasons, counts, lines = (
+            (list(column) for column in zip(*rows, strict=True)) if rows else ([], [], [], [])
+        )
+        return {"kind": kinds, "reason": reasons, "count": counts, "line": lines}
+
+
+RESULT_DDL = "kind string, reason string, count long, line string"
+
+
+class Loader:
+    """One task's work: check rows, fill per-topic batches, send them, tally the answers."""
+
+    def __init__(self, target: Target, sender: BatchSender) -> None:
+        self.target = target
+        self.sender = sender
+        self.tally = Tally()
+        self.limit = target.settings.max_request_bytes - REQUEST_SLACK_BYTES
+        self._batches: dict[str, tuple[list[bytes], list[dict[str, Any]], list[int]]] = {}
+
+    def add(self, row: dict[str, Any], now_ms: int) -> None:
+        ordinal = row.pop(ORDINAL, 0) or 0
+        if row.get("_corrupt_record") is not None:
+            self.tally.reject(row, "_corrupt_record", "not a valid JSON line")
+            return
+        row.pop("_corrupt_record", None)
+        result = to_message(row, now_ms, self.target.settings, ordinal)
+        if isinstance(result, Reject):
+            self.tally.reject(row, result.field, result.reason)
+            return
+        self._queue(result, row)
+
+    def _queue(self, message: Message, row: dict[str, Any]) -> None:
+        encoded = orjson.dumps(message.item)
+        items, rows, size = self._batches.setdefault(message.topic, ([], [], [0]))
+        if items and size[0] + len(encoded) > self.limit:
+            self.flush(message.topic)
+            items, rows, size = self._batches.setdefault(message.topic, ([], [], [0]))
+        items.append(encoded)
+        rows.append(row)
+        size[0] += len(encoded) + 1
+        if len(items) >= MAX_BATCH:
+            self.flush(message.topic)
+
+    def flush(self, topic: str | None = None) -> None:
+        """Send the batch of ``topic`` (of every topic if None)."""
+        for name in [topic] if topic is not None else list(self._batches):
+            items, rows, _ = self._batches.pop(name, ([], [], [0]))
+            if not items:
+                continue
+            results = self.sender.send(name, items)
+            for result, row in zip(results, rows, strict=True):
+                status = result["status"]
+                if status == 201:
+                    self.tally.counts["loaded", None] += 1
+                elif status == 200:
+                    self.tally.counts["already_present", None] += 1
+                else:
+                    field, reason = _split(str(result.get("error") or f"HTTP {status}"))
+                    self.tally.reject(row, field, f"{reason} ({status})")
+
+
+def _split(error: str) -> tuple[str, str]:
+    """The service's ``field: reason`` item error → (field, reason); msg_id for conflicts."""
+    field, sep, reason = error.partition(": ")
+    if sep and field.isidentifier():
+        return field, reason
+    return "msg_id", error
+
+
+def load_partition(target: Target, batches: Iterator[Any]) -> Iterator[Any]:
+    """mapInArrow body: Arrow batches of input rows in, Arrow batches of RESULT rows out."""
+    import pyarrow as pa
+
+    schema = pa.schema(
+        [
+            ("kind", pa.string()),
+            ("reason", pa.string()),
+            ("count", pa.int64()),
+            ("line", pa.string()),
+        ]
+    )
+    loader = Loader(target, BatchSender(target.url, target.api_key))
+    try:
+        for batch in batches:
+            now_ms = time.time_ns() // 1_000_000
+            for row in batch.to_pylist():
+                loader.add(row, now_ms)
+            yield pa.RecordBatch.from_pydict(loader.tally.drain(), schema=schema)
+        loader.flush()
+        yield pa.RecordBatch.from_pydict(loader.tally.drain(), schema=schema)
+    finally:
+        loader.sender.close()
+
+
+def preflight(url: str, api_key: str | None) -> None:
+    """Exit 2 now, not in every executor, if the service is unreachable or refuses the key:
+    an empty batch is refused (422) only after the key was accepted."""
+    sender = BatchSender(url, api_key)
+    parts = urlsplit(url)
+    try:
+        status, _, _data = sender._post(
+            f"{parts.path.rstrip('/')}/v1/topics/preflight/messages/batch", b'{"messages":[]}'
+        )
+    except (OSError, http.client.HTTPException) as exc:
+        raise cli.JobError(f"cannot reach the service at {url}: {exc}") from None
+    finally:
+        sender.close()
+    if status in (401, 403):
+        raise cli.JobError(f"the service at {url} refused the API key ({status})")
+
+
+def run(argv: list[str]) -> int:
+    p = cli.parser("bulk_load", "Load rows into rocktimer through the batch API.", service=True)
+    p.add_argument("--input", required=True, help="a file or directory of rows")
+    p.add_argument("--format", required=True, choices=FORMATS)
+    p.add_argument("--rejects", required=True, help="directory for the rejected rows (JSON Lines)")
+    p.add_argument("--topic", help="the topic for rows without a topic column/value")
+    args = p.parse_args(argv)
+    cli.require_path(args.input)
+    preflight(args.url, args.api_key)
+    started = time.monotonic()
+    spark = cli.session(args.master, "bulk_load")
+    target = Target(args.url, args.api_key, Settings())
+    with cli.progress(spark, "bulk_load"):
+        rows = prepare(read_input(spark, args.input, args.format), args.topic)
+        results = rows.mapInArrow(lambda it: load_partition(target, it), RESULT_DDL)
+        results = results.persist()
+        try:
+            results.where("kind = 'rejected'").select("line").write.mode("overwrite").text(
+                args.rejects
+            )
+            totals = (
+                results.where("kind != 'rejected'").groupBy("kind", "reason").sum("count").collect()
+            )
+        except Exception as exc:
+            refused = _refusal(exc)
+            if refused is None:
+                raise
+            raise cli.JobError(refused) from None
+        finally:
+            results.unpersist()
+    counts = dict.fromkeys(KINDS, 0)
+    by_reason: dict[str, int] = {}
+    for kind, reason, n in totals:
+        if kind == "reason":
+            by_reason[reason] = n
+            counts["rejected"] += n
+        else:
+            counts[kind] += n
+    seconds = time.monotonic() - started
+    total = sum(counts.values())
+    cli.emit(
+        {
+            "rows": total,
+            **counts,
+            "by_reason": dict(sorted(by_reason.items(), key=lambda kv: -kv[1])),
+            "seconds": round(seconds, 3),
+            "rows_per_s": round(total / seconds) if seconds else 0,
+        }
+    )
+    return cli.EXIT_OK
+
+
+def _refusal(exc: Exception) -> str | None:
+    """A ServiceRefused raised in an executor, as its one line (Spark wraps it)."""
+    marker = f"{ServiceRefused.__name__}: "
+    for line in str(exc).splitlines():
+        if marker in line:
+            return line.split(marker, 1)[1]
+    return None
+
+
+if __name__ == "__main__":
+    cli.main(run)

@@ -1,0 +1,161 @@
+"""What every job shares: the common flags, the Spark session, the progress line, the
+one-line error (exit 2) and the JSON summary as the last line on stdout."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+import orjson
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+PROGRESS_EVERY_S = 2.0  # how often the progress line on stderr is redrawn
+
+
+class JobError(Exception):
+    """Bad arguments, an unreadable input or a missing column: one line on stderr, exit 2."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse that exits 2 with one line (not the usage block) on a bad argument."""
+
+    def error(self, message: str) -> NoReturn:
+        raise JobError(message)
+
+
+def parser(prog: str, description: str, service: bool = False) -> ArgumentParser:
+    """The job's parser with ``--master`` (and ``--url``/``--api-key`` if it calls the service)."""
+    p = ArgumentParser(prog=f"python -m pipeline.{prog}", description=description)
+    p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    if service:
+        p.add_argument(
+            "--url",
+            default=os.environ.get("ROCKTIMER_URL", "http://127.0.0.1:8080"),
+            help="the service (default $ROCKTIMER_URL or http://127.0.0.1:8080)",
+        )
+        p.add_argument(
+            "--api-key",
+            default=os.environ.get("ROCKTIMER_API_KEY"),
+            help="a producer API key (default $ROCKTIMER_API_KEY)",
+        )
+    return p
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
+    return value
+
+
+def require_path(path: str, directory: bool = False) -> None:
+    """Exit 2 before Spark starts if a local ``path`` is not there (URLs are Spark's to read)."""
+    if "://" in path:
+        return
+    found = os.path.isdir(path) if directory else os.path.exists(path)
+    if not found:
+        raise JobError(f"{path}: no such {'directory' if directory else 'file or directory'}")
+
+
+def _local_cores(master: str) -> int:
+    """N of local[N] / local[N,F]; the machine's cores for local[*] and local."""
+    inside = master.partition("[")[2].partition("]")[0].split(",")[0]
+    return int(inside) if inside.isdigit() else os.cpu_count() or 1
+
+
+def session(master: str, app_name: str) -> Any:
+    """A SparkSession on ``master``; UTC session time, quiet logs, workers on this Python."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    if master.startswith("local"):
+        # The executors' Python is ours (it has pipeline/ and app/); on a cluster it is the
+        # nodes' own, configured there (spark.pyspark.python).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        # Spark's 200 shuffle partitions are 200 Python tasks for a handful of rows here.
+        builder = builder.config("spark.sql.shuffle.partitions", str(2 * _local_cores(master)))
+    spark = (
+        builder.master(master)
+        .appName(f"rocktimer-{app_name}")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")  # ours is one line, on stderr
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+@contextmanager
+def progress(spark: Any, label: str) -> Iterator[None]:
+    """A progress line on stderr (``label: stage s, tasks a/b, 12 s``) while the body runs."""
+    stop = threading.Event()
+    started = time.monotonic()
+    tty = sys.stderr.isatty()
+
+    def draw() -> None:
+        tracker = spark.sparkContext.statusTracker()
+        while not stop.wait(PROGRESS_EVERY_S):
+            parts = []
+            for stage_id in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(stage_id)
+                if info is not None:
+                    parts.append(f"stage {stage_id} {info.numCompletedTasks}/{info.numTasks}")
+            line = f"{label}: {', '.join(parts) or 'working'}, {time.monotonic() - started:.0f} s"
+            sys.stderr.write(f"\r{line}\x1b[K" if tty else f"{line}\n")
+            sys.stderr.flush()
+
+    thread = threading.Thread(target=draw, name="progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        if tty:
+            sys.stderr.write("\r\x1b[K")
+
+
+def emit(summary: dict[str, Any]) -> None:
+    """The job's figures: one JSON object, the last line on stdout."""
+    sys.stdout.write(orjson.dumps(summary).decode() + "\n")
+    sys.stdout.flush()
+
+
+def main(job: Callable[[list[str]], int], argv: list[str] | None = None) -> NoReturn:
+    """Run ``job``; a JobError (or an input Spark cannot read) is one line and exit 2."""
+    try:
+        code = job(sys.argv[1:] if argv is None else argv)
+    except JobError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        code = EXIT_USAGE
+    except Exception as exc:
+        message = _spark_input_error(exc)
+        if message is None:
+            raise
+        sys.stderr.write(f"error: {message}\n")
+        code = EXIT_USAGE
+    sys.exit(code)
+
+
+def _spark_input_error(exc: Exception) -> str | None:
+    """Spark's own errors for a missing path or column, as one line; None for anything else."""
+    from pyspark.errors import AnalysisException
+
+    if isinstance(exc, AnalysisException):
+        return str(exc).strip().splitlines()[0]
+    return None

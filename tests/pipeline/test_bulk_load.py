@@ -1,0 +1,310 @@
+"""pipeline.bulk_load into a real server: exact rejects, no duplicates on a second run or
+a retried task, local times across a DST change, and one-line errors."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pyarrow as pa
+import pytest
+
+from app.config import Settings
+from pipeline import bulk_load, cli
+from pipeline.rows import COLUMNS, Reject, local_to_ms
+from pipeline.sender import BatchSender
+from tests.e2e.server import Server
+from tests.pipeline.conftest import last_json
+
+HOUR_MS = 3_600_000
+
+
+def _csv(path: Path, rows: list[dict[str, Any]]) -> Path:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _load(
+    server: Server, path: Path, fmt: str, rejects: Path, capsys: pytest.CaptureFixture[str]
+) -> dict[str, Any]:
+    argv = ["--input", str(path), "--format", fmt, "--rejects", str(rejects), "--url", server.url]
+    assert bulk_load.run(argv) == 0
+    return last_json(capsys.readouterr().out)
+
+
+def _rejects(directory: Path) -> dict[str, tuple[str, str]]:
+    """body → (reject_field, reject_reason) of every reject line."""
+    lines = [
+        orjson.loads(line)
+        for f in sorted(directory.glob("part-*"))
+        for line in f.read_bytes().splitlines()
+    ]
+    return {line["body"]: (line["reject_field"], line["reject_reason"]) for line in lines}
+
+
+def _pending(server: Server) -> int:
+    """The server's pending timers (tests run one at a time: only this test adds any)."""
+    pending: int = httpx.get(f"{server.url}/readyz").json()["pending_timers"]
+    return pending
+
+
+@pytest.mark.slow
+def test_rejects_are_exactly_the_invalid_rows_and_a_second_run_adds_nothing(
+    spark: Any, service: Server, topic: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    soon = time.time_ns() // 1_000_000 + HOUR_MS
+    gone = httpx.post(
+        f"{service.url}/v1/topics/{topic}/messages",
+        json={"msg_id": "gone", "body": "x", "delay_ms": HOUR_MS},
+    )
+    assert gone.status_code == 201
+    assert httpx.delete(f"{service.url}/v1/topics/{topic}/messages/gone").status_code == 200
+    valid: list[dict[str, Any]] = [
+        {"msg_id": "ok-1", "body": "ok-1", "delay_ms": HOUR_MS},
+        {"body": "ok-2", "deliver_at_ms": soon},
+        {"body": "ok-2", "deliver_at_ms": soon},  # the same row twice: two messages
+        {"body": "ok-3", "delay_level": 18, "properties": '{"a": "b"}', "tag": "email"},
+        {"body": "ok-4", "deliver_at": "2027-03-14T09:00:00", "timezone": "America/New_York"},
+        {"msg_id": "ok-1", "body": "ok-1 again", "delay_ms": 5},  # already there
+    ]
+    invalid: dict[str, dict[str, Any]] = {  # body → the field it is rejected on
+        "bad-msg-id": {"msg_id": "bad id"},
+        "bad-topic": {"topic": "bad topic!"},
+        "bad-two": {"deliver_at_ms": soon, "delay_ms": 5},
+        "bad-level": {"delay_level": 99},
+        "bad-zone": {"deliver_at": "2027-01-01T09:00:00", "timezone": "Mars/Olympus_Mons"},
+        "bad-base64": {"body_encoding": "base64"},
+        "bad-properties": {"properties": "[1]"},
+        "bad-delay": {"delay_ms": "soon"},
+        "bad-local": {"deliver_at": "2027-01-01T09:00:00"},
+        "bad-far": {"deliver_at_ms": soon + 20 * 366 * 24 * HOUR_MS},
+        "bad-encoding": {"body_encoding": "utf16"},
+        "bad-cancelled": {"msg_id": "gone"},
+    }
+    expected_field = {
+        "bad-msg-id": "msg_id",
+        "bad-topic": "topic",
+        "bad-two": "delay_ms",
+        "bad-level": "delay_level",
+        "bad-zone": "timezone",
+        "bad-base64": "body",
+        "bad-properties": "properties",
+        "bad-delay": "delay_ms",
+        "bad-local": "timezone",
+        "bad-far": "deliver_at_ms",
+        "bad-encoding": "body_encoding",
+        "bad-cancelled": "msg_id",
+    }
+    rows = [{"topic": topic, **row} for row in valid]
+    rows += [{"topic": topic, "body": body, **fields} for body, fields in invalid.items()]
+    path = _csv(tmp_path / "in.csv", rows)
+    before = _pending(service)
+
+    first = _load(service, path, "csv", tmp_path / "rejects", capsys)
+
+    assert (first["rows"], first["loaded"], first["already_present"], first["rejected"]) == (
+        18,
+        5,
+        1,
+        12,
+    )
+    got = _rejects(tmp_path / "rejects")
+    assert {body: field for body, (field, _) in got.items()} == expected_field
+    assert "409" in got["bad-cancelled"][1]
+    assert got["bad-level"][1] == "Input should be less than or equal to 18"
+    assert sum(first["by_reason"].values()) == 12
+    assert _pending(service) == before + 5
+
+    second = _load(service, path, "csv", tmp_path / "rejects2", capsys)
+
+    assert (second["loaded"], second["already_present"], second["rejected"]) == (0, 6, 12)
+    assert _pending(service) == before + 5
+
+
+def test_a_retried_task_creates_no_duplicates(service: Server, topic: str) -> None:
+    """What Spark does on a task retry: the same partition through the same function."""
+    rows = [
+        {"topic": topic, "body": f"retry-{i}", "delay_ms": HOUR_MS, bulk_load.ORDINAL: 0}
+        for i in range(30)
+    ]
+    target = bulk_load.Target(service.url, None, Settings())
+
+    def attempt() -> dict[str, int]:
+        out = list(bulk_load.load_partition(target, iter([pa.RecordBatch.from_pylist(rows)])))
+        totals: dict[str, int] = {}
+        for batch in out:
+            for r in batch.to_pylist():
+                totals[r["kind"]] = totals.get(r["kind"], 0) + r["count"]
+        return totals
+
+    before = _pending(service)
+    assert attempt() == {"loaded": 30}
+    assert attempt() == {"already_present": 30}
+    assert _pending(service) == before + 30
+
+
+@pytest.mark.slow
+def test_local_times_land_at_the_right_instant_across_dst(
+    spark: Any, service: Server, topic: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = {  # msg_id → (local time, zone, the UTC instant)
+        "ny-before": ("2027-03-14T01:30:00", "America/New_York", "2027-03-14T06:30:00"),
+        "ny-gap": ("2027-03-14T02:30:00", "America/New_York", "2027-03-14T07:30:00"),
+        "ny-after": ("2027-03-14T09:00:00", "America/New_York", "2027-03-14T13:00:00"),
+        "ny-overlap": ("2027-11-07T01:30:00", "America/New_York", "2027-11-07T05:30:00"),
+        "berlin-summer": ("2027-03-28T09:00:00", "Europe/Berlin", "2027-03-28T07:00:00"),
+        "sydney": ("2027-04-04T09:00:00", "Australia/Sydney", "2027-04-03T23:00:00"),
+        "offset": ("2027-03-14T09:00:00-04:00", "", "2027-03-14T13:00:00"),
+    }
+    rows = [
+        {"msg_id": msg_id, "body": msg_id, "deliver_at": local, "timezone": zone or None}
+        for msg_id, (local, zone, _) in cases.items()
+    ]
+    path = tmp_path / "in.json"
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows))
+    argv = [
+        "--input",
+        str(path),
+        "--format",
+        "json",
+        "--rejects",
+        str(tmp_path / "rej"),
+        "--url",
+        service.url,
+        "--topic",
+        topic,
+    ]
+    assert bulk_load.run(argv) == 0
+    assert last_json(capsys.readouterr().out)["loaded"] == len(cases)
+    for msg_id, (_, _, utc) in cases.items():
+        got = httpx.get(f"{service.url}/v1/topics/{topic}/messages/{msg_id}").json()
+        assert got["deliver_at_ms"] == local_to_ms(utc + "+00:00", None), msg_id
+
+
+@pytest.mark.parametrize(
+    ("text", "zone", "expected"),
+    [
+        ("2027-03-14T02:30:00", "America/New_York", local_to_ms("2027-03-14T07:30:00+00:00", None)),
+        ("2027-03-14T02:30:00", "", Reject("timezone", "missing: deliver_at is a local time")),
+        (
+            "2027-03-14T02:30:00Z",
+            "UTC",
+            Reject("timezone", "deliver_at already has a UTC offset; give one or the other"),
+        ),
+        ("14/03/2027", "UTC", Reject("deliver_at", "not an ISO-8601 date-time: '14/03/2027'")),
+        (
+            "2027-03-14T02:30:00",
+            "Nowhere/City",
+            Reject("timezone", "unknown time zone 'Nowhere/City'"),
+        ),
+    ],
+)
+def test_local_to_ms(text: str, zone: str, expected: int | Reject) -> None:
+    assert local_to_ms(text, zone) == expected
+
+
+def test_unknown_column_is_a_one_line_error(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "in.json"
+    path.write_text('{"body": "x", "topic": "t", "delay": 5}\n')
+    with pytest.raises(cli.JobError, match="unknown column"):
+        bulk_load.prepare(bulk_load.read_input(spark, str(path), "json"), None)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "pipeline.bulk_load",
+            "--input",
+            "/no/such/file",
+            "--format",
+            "csv",
+            "--rejects",
+            "/tmp/x",
+        ],
+        ["pipeline.bulk_load", "--input", "/tmp", "--format", "xml", "--rejects", "/tmp/x"],
+        ["pipeline.report", "--events", "/no/such/dir", "--out", "/tmp/x"],
+        ["pipeline.audit", "--events", "/no/such/dir"],
+        ["pipeline.generate", "--rows", "-3", "--out", "/tmp/x", "--format", "csv"],
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(argv: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", *argv], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("error: ")
+    assert done.stdout == ""
+
+
+def test_an_unreachable_service_is_a_one_line_error(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "in.csv", [{"topic": "t", "body": "x"}])
+    with pytest.raises(cli.JobError, match="cannot reach the service"):
+        bulk_load.preflight("http://127.0.0.1:9", None)
+    assert path.exists()
+
+
+def test_the_sender_honours_retry_after_and_backs_off() -> None:
+    """Against a tiny local server that answers 503 (Retry-After: 2), then drops, then 200."""
+    import http.server
+    import threading
+
+    answers = [(503, {"Retry-After": "2"}), (None, {}), (200, {})]
+    seen: list[int] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            status, headers = answers[len(seen)]
+            seen.append(1)
+            if status is None:
+                self.connection.close()
+                return
+            body = b'{"results":[{"index":0,"status":201}]}' if status == 200 else b"{}"
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    slept: list[float] = []
+    try:
+        sender = BatchSender(f"http://127.0.0.1:{httpd.server_address[1]}", "k", sleep=slept.append)
+        assert sender.send("t", [b'{"body":"x"}']) == [{"index": 0, "status": 201}]
+        sender.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert slept[0] == 2.0
+    assert 1.28 <= slept[1] <= 1.92  # the second failure in a row: 1.6 s ± 20 %
+    assert len(seen) == 3
+
+
+@pytest.mark.parametrize(
+    ("attempt", "low", "high"),
+    [(1, 0.8, 1.2), (2, 1.28, 1.92), (5, 5.24, 7.87), (30, 96.0, 144.0)],
+)
+def test_backoff_grows_by_1_6_up_to_the_cap(attempt: int, low: float, high: float) -> None:
+    import random
+
+    from pipeline.sender import backoff_s
+
+    rng = random.Random(attempt)
+    assert all(low <= backoff_s(attempt, rng) <= high for _ in range(100))

@@ -1,0 +1,118 @@
+"""pipeline.report on a hand-made log: every figure equals the one worked out by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline import charts, report
+from tests.pipeline.conftest import clean_log, last_json, write_events
+
+
+def _by(table: Any, *keys: str) -> dict[Any, dict[str, Any]]:
+    return {tuple(r[k] for k in keys): r for r in table.to_pylist()}
+
+
+@pytest.mark.slow
+def test_report_figures_equal_the_hand_computed_case(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = write_events(tmp_path / "events", clean_log().rows)
+    out = tmp_path / "report"
+
+    assert report.run(["--events", str(events), "--out", str(out)]) == 0
+
+    summary = last_json(capsys.readouterr().out)
+    assert summary["events"] == 20
+    assert summary["topics"] == 2
+    assert summary["delivered"] == 5
+    # lateness of m1 50, m2 200, m5 500 (a), n1 10 (b); m3 was sent for now: not counted
+    assert summary["lateness_ms"] == {"p50": 50, "p99": 500, "max": 500}
+    assert summary["dead"] == 1
+
+    by_topic = _by(pq.read_table(out / "by_topic.parquet"), "topic")
+    a, b = by_topic["a",], by_topic["b",]
+    assert (a["scheduled"], a["rescheduled"], a["cancelled"], a["delivered"]) == (5, 1, 1, 4)
+    assert (a["received"], a["acked"], a["nacked"], a["retries"], a["dead"]) == (3, 1, 2, 1, 1)
+    assert (a["lateness_p50_ms"], a["lateness_p95_ms"], a["lateness_max_ms"]) == (200, 500, 500)
+    assert (a["ack_p50_ms"], a["ack_max_ms"]) == (250, 250)
+    assert (b["scheduled"], b["delivered"], b["lateness_p99_ms"], b["ack_p50_ms"]) == (
+        1,
+        1,
+        10,
+        None,
+    )
+
+    by_minute = _by(pq.read_table(out / "by_minute.parquet"), "topic", "minute_ms")
+    assert set(by_minute) == {("a", 0), ("a", 60_000), ("a", 120_000), ("b", 0), ("b", 120_000)}
+    assert by_minute["a", 0]["delivered"] == 1
+    assert by_minute["a", 0]["lateness_p50_ms"] is None
+    assert by_minute["a", 60_000]["delivered"] == 3
+    assert by_minute["a", 60_000]["lateness_p50_ms"] == 200
+    assert (by_minute["a", 120_000]["retries"], by_minute["a", 120_000]["dead"]) == (1, 1)
+
+    by_attempt = _by(pq.read_table(out / "by_attempt.parquet"), "topic", "attempt")
+    assert (by_attempt["a", 1]["received"], by_attempt["a", 1]["acked"]) == (2, 1)
+    assert (by_attempt["a", 2]["nacked"], by_attempt["a", 2]["dead"]) == (1, 1)
+
+    assert pacsv.read_csv(out / "by_topic.csv").num_rows == 2
+    for name, _ in charts.CHARTS:
+        assert (out / name).read_bytes().startswith(b"\x89PNG")
+    page = (out / "report.html").read_text()
+    assert all(f'src="{name}"' in page for name, _ in charts.CHARTS)
+    assert "<td>a</td>" in page
+
+
+@pytest.mark.slow
+def test_time_range_keeps_events_inside_it(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = write_events(tmp_path / "events", clean_log().rows)
+    argv = [
+        "--events",
+        str(events),
+        "--out",
+        str(tmp_path / "r"),
+        "--from-ms",
+        "60000",
+        "--to-ms",
+        "120000",
+    ]
+    assert report.run(argv) == 0
+    summary = last_json(capsys.readouterr().out)
+    assert (summary["events"], summary["delivered"], summary["dead"]) == (7, 3, 0)
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [
+        (None, "–"),
+        (0, "0 ms"),
+        (350, "350 ms"),
+        (1_500, "1.5 s"),
+        (150_000, "2.5 min"),
+        (7_200_000, "2 h"),
+        (172_800_000, "2 d"),
+    ],
+)
+def test_human_ms(ms: int | None, text: str) -> None:
+    assert charts.human_ms(ms) == text
+
+
+@pytest.mark.parametrize(
+    ("n", "text"), [(None, "–"), (0, "0"), (999, "999"), (1_234, "1.2k"), (3_400_000, "3.4M")]
+)
+def test_human_count(n: int | None, text: str) -> None:
+    assert charts.human_count(n) == text
+
+
+def test_bucket_labels_cover_the_edges() -> None:
+    labels = [charts.bucket_label(i) for i in range(len(charts.EDGES_MS) + 1)]
+    assert labels[0] == "< 1 ms"
+    assert labels[1] == "1–2 ms"
+    assert labels[-1] == "≥ 1 h"
+    assert len(set(labels)) == len(labels)
