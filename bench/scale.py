@@ -6,8 +6,7 @@ timers and 10M deliveries).
 
 Environment overrides (any profile): BENCH_STORM_N, BENCH_CONSUME_N, BENCH_NACK_N,
 BENCH_PENDING_N, BENCH_RECLAIM_N, BENCH_SOAK_MINUTES, BENCH_PIPELINE_N (integers) and
-BENCH_GROWTH_LEVELS
-(comma-separated integers, e.g. ``10000,100000``).
+BENCH_GROWTH_LEVELS (comma-separated integers, e.g. ``10000,100000``).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ Names (topics, groups) match ``^[%|a-zA-Z0-9_-]{1,127}$`` and msg ids match
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from typing import NamedTuple
 
@@ -19,10 +20,11 @@ RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 INVISIBLE_PREFIX = "%INVISIBLE%"
 SCHEDULE_PREFIX = "%SCHEDULE%"
+TAG_PREFIX = "%TAG%"
 # Names no client may send to: internal timers' targets and the group lanes.
-RESERVED_PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, INVISIBLE_PREFIX, SCHEDULE_PREFIX)
+RESERVED_PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, INVISIBLE_PREFIX, SCHEDULE_PREFIX, TAG_PREFIX)
 # Names no client reads either (%DLQ% is readable: dead letters are received from it).
-INTERNAL_PREFIXES = (RETRY_PREFIX, INVISIBLE_PREFIX, SCHEDULE_PREFIX)
+INTERNAL_PREFIXES = (RETRY_PREFIX, INVISIBLE_PREFIX, SCHEDULE_PREFIX, TAG_PREFIX)
 
 
 def u64(value: int) -> bytes:
@@ -143,6 +145,25 @@ def tombstone_key(cancelled_ms: int, index_key: bytes) -> bytes:
 
 def group_key(topic: str, group: str) -> bytes:
     return b"group" + SEP + topic.encode() + SEP + group.encode()
+
+
+# --- tag index (logs): %TAG%topic ‖ 0x00 ‖ blake2b-8(tag) ‖ u64be(seq), value empty --------
+# A topic log's entries by tag, so that a filtered group reads what matches, not all. The
+# tag goes in hashed: fixed length (a tag may hold any character); a collision only makes
+# the reader look at a record whose tag it then checks.
+
+
+def tag_prefix(topic: str, tag: str) -> bytes:
+    return (
+        (TAG_PREFIX + topic).encode() + SEP + hashlib.blake2b(tag.encode(), digest_size=8).digest()
+    )
+
+
+def tag_key(topic: str, tag: str, seq: int) -> bytes:
+    return tag_prefix(topic, tag) + _U64.pack(seq)
+
+
+TAG_KEY_END = b"\xff" * 9  # after a tag prefix: past every seq
 
 
 # --- recurring schedules (meta): schedule ‖ 0x00 ‖ topic ‖ 0x00 ‖ schedule_id ------------

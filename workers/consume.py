@@ -34,7 +34,6 @@ from storage.records import (
     encode_dead,
     encode_inflight,
     record_is_base64,
-    record_tag,
     stamp_delivered,
 )
 from storage.store import CF, RocksStore
@@ -52,20 +51,6 @@ class Received(NamedTuple):
     record: MessageRecord
     attempt: int
     receipt: str
-
-
-class ReceiveBatch(list[Received]):
-    """What one receive holds; ``more``: its group's filter passed its scan budget of
-    non-matching messages, so another receive may find more right away."""
-
-    __slots__ = ("more",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.more = False
-
-
-FILTER_SCAN_BUDGET = 16_384  # messages one receive may pass over (filtered) per batch
 
 
 MAX_RECEIVE_BYTES = 8 * 1024 * 1024  # a receive reply's messages, about (api.md, Edges)
@@ -103,11 +88,11 @@ def receive(
     limit: int,
     invisible_ms: int,
     max_bytes: int = MAX_RECEIVE_BYTES,
-) -> ReceiveBatch:
+) -> list[Received]:
     """Hold up to ``limit`` visible messages for ``invisible_ms``: redeliveries first.
     Stops adding messages at about ``max_bytes`` of reply, after at least one. With a
     tag filter, messages it does not match are passed over (state ``filtered``)."""
-    out = ReceiveBatch()
+    out: list[Received] = []
     room = _Room(max_bytes)
     topic_lane = keys.topic_lane(topic)
 
@@ -136,15 +121,7 @@ def receive(
     if wanted is None:
         entries = lanes.read(txn, topic_lane, group, limit - len(out), room.fits, join=True)
     else:
-        entries, out.more = lanes.read_matching(
-            txn,
-            topic_lane,
-            group,
-            limit - len(out),
-            lambda value: _matches(txn, group, wanted, value),
-            FILTER_SCAN_BUDGET,
-            room.fits,
-        )
+        entries = tagfilter.read(txn, topic, group, wanted, limit - len(out), room.fits)
     for key, value in entries:
         record = decode_message(value)
         if not gone(record):
@@ -160,14 +137,6 @@ def _still_dead(txn: Txn, group: str, letter: MessageRecord) -> bool:
 
 def _secret(txn: Txn) -> bytes:
     return txn.store.secret(keys.RECEIPT_SECRET_KEY)
-
-
-def _matches(txn: Txn, group: str, wanted: frozenset[str], record: bytes) -> bool:
-    """Whether the group's filter takes a message; one it passes over is an event."""
-    if record_tag(record) in wanted:
-        return True
-    events.emit(txn, EventKind.FILTERED, record, group=group)
-    return False
 
 
 def _deadline(txn: Txn, invisible_ms: int) -> int:
@@ -357,7 +326,9 @@ def _bury(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
     txn.put(CF.INFLIGHT, slot, encode_inflight(dead))
     txn.note("dead_letters")
     record = decode_message(raw)
-    lanes.append(txn, keys.dlq_lane(group), stamp_delivered(raw, now))
+    dead_value = stamp_delivered(raw, now)
+    dlq_seq = lanes.append(txn, keys.dlq_lane(group), dead_value)
+    tagfilter.index(txn, keys.DLQ_PREFIX + group, dead_value, dlq_seq)
     events.emit(txn, EventKind.DEAD, raw, topic=topic, group=group, attempt=held.attempts)
     letter = DeadLetter(record.msg_id, held.attempts, now, now)
     txn.put(CF.DEAD, keys.dead_key(topic, group, now, seq), encode_dead(letter))

@@ -21,7 +21,7 @@ from storage.records import (
     encode_message,
 )
 from storage.store import CF, RocksStore
-from workers import events, lanes
+from workers import events, lanes, tagfilter
 from workers.timers import message
 from workers.txn import Txn
 
@@ -122,6 +122,7 @@ def deliver(txn: Txn, rec: MessageRecord) -> int:
     now = txn.now_ms
     value = encode_message(rec.delivered(now))
     seq = lanes.append(txn, keys.topic_lane(rec.topic), value)
+    tagfilter.index(txn, rec.topic, value, seq)
     events.emit(txn, EventKind.DELIVERED, value)
     entry = IndexEntry(MessageState.DELIVERED, rec.deliver_at_ms, rec.created_at_ms, now, seq)
     txn.put(CF.MESSAGES, keys.message_key(rec.topic, rec.msg_id), encode_index(entry))

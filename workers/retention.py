@@ -42,6 +42,7 @@ from storage.records import (
     record_msg_id,
 )
 from storage.store import CF, RocksStore
+from workers import tagfilter
 from workers.txn import Txn
 
 RETENTION_BATCH = 1_000  # log entries (or tombstones) reclaimed per op: bounds one commit
@@ -156,6 +157,7 @@ def _release(txn: Txn, topic: str, group: str, seq: int, *, ending: bool) -> Gro
 def _drop(txn: Txn, lane: bytes, topic: str, seq: int, value: bytes) -> None:
     """The log entry and, if it still points here, the msg_id's index entry."""
     txn.delete(CF.LOGS, keys.log_key(lane, seq))
+    tagfilter.unindex(txn, topic, value, seq)
     index_key = keys.message_key(topic, record_msg_id(value))
     entry = txn.get(CF.MESSAGES, index_key)
     if entry is not None and _is_delivered_at(entry, seq):

@@ -31,10 +31,6 @@ from workers.writer import Writer
 
 log = logging.getLogger("rocktimer.engine")
 
-# Batches one receive may spend passing over messages its group's tag filter does not
-# match, each at most consume.FILTER_SCAN_BUDGET messages: the writer is free between.
-FILTER_ROUNDS = 64
-
 # How long a thread may hold the GIL while another wants it (CPython's default is 5 ms).
 # The event loop parsing a batch send is pure Python; at 5 ms, each of the hand-offs a due
 # timer makes (scanner, deliverer, writer) could wait that long for the GIL (py-spy of
@@ -214,44 +210,36 @@ class Engine:
         messages. One that found nothing after all (another receiver was first) parks again.
         """
 
-        def look(txn: Txn) -> consume.ReceiveBatch:
+        def look(txn: Txn) -> list[consume.Received]:
             return consume.receive(
                 txn, topic, group, limit, invisible_ms, self.config.max_receive_bytes
             )
 
         loop = asyncio.get_running_loop()
         deadline = self.clock.now_ms() + wait_ms  # on the engine's clock, as every deadline
-        rounds = 0
         while True:
             parked = Parked(topic, look, loop.create_future())
 
-            def look_or_park(txn: Txn, parked: Parked = parked) -> consume.ReceiveBatch:
+            def look_or_park(txn: Txn, parked: Parked = parked) -> list[consume.Received]:
                 got = look(txn)
-                if not got and wait_ms > 0 and not got.more:
+                if not got and wait_ms > 0:
                     self.long_polls.park(parked)
                 return got
 
-            more = False
             try:
                 got = await self.writer.submit(
                     look_or_park, durable=False, inline=True, weight=limit
                 )
                 if got or self.long_polls.closed:
                     return got
-                more = isinstance(got, consume.ReceiveBatch) and got.more
                 left = (deadline - self.clock.now_ms()) / 1000
-                if left > 0 and not more:
+                if left > 0:
                     with contextlib.suppress(TimeoutError):
                         got = await asyncio.wait_for(asyncio.shield(parked.future), left)
             finally:
                 if not self.long_polls.cancel(parked):  # claimed: its messages are coming
                     got = await parked.future
-            if got or self.long_polls.closed:
-                return got
-            rounds += 1
-            if more and rounds < FILTER_ROUNDS:
-                continue  # the filter's scan budget ran out: scan on, in a batch of its own
-            if self.clock.now_ms() >= deadline:
+            if got or self.long_polls.closed or self.clock.now_ms() >= deadline:
                 return got
 
     def release_long_polls(self) -> None:

@@ -1,9 +1,21 @@
 """Tag filters (RocketMQ's tag expressions): ``*`` or tags joined by ``||``, spaces
-ignored. A group with a filter receives only the messages whose tag it names."""
+ignored. A group with a filter receives only the messages whose tag it names.
+
+Every tagged entry of a topic log is also in the tag index (storage/keys.py), written in
+the batch that appends it and removed with it by retention. A filtered receive reads the
+index of each tag it wants from the group's cursor: its work is what matches, however
+many messages it passes over (they are ``filtered`` for the group: the cursor passes them
+without a hold)."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+
+from storage import keys
+from storage.records import record_tag
+from storage.store import CF
+from workers.txn import Txn
 
 EXPRESSION = r"^\s*(\*|[^|\s*]+(\s*\|\|\s*[^|\s*]+)*)\s*$"  # validated by GroupSettings
 MATCH_ALL = "*"
@@ -16,3 +28,59 @@ def tags(expression: str) -> frozenset[str] | None:
     if expression.strip() == MATCH_ALL:
         return None
     return frozenset(t.strip() for t in expression.split("||"))
+
+
+def index(txn: Txn, topic: str, record: bytes, seq: int) -> None:
+    """Index a topic-log entry by its tag, if it has one (whoever appends to a topic log)."""
+    tag = record_tag(record)
+    if tag is not None:
+        txn.put(CF.LOGS, keys.tag_key(topic, tag, seq), b"")
+
+
+def unindex(txn: Txn, topic: str, record: bytes, seq: int) -> None:
+    tag = record_tag(record)
+    if tag is not None:
+        txn.delete(CF.LOGS, keys.tag_key(topic, tag, seq))
+
+
+def read(
+    txn: Txn,
+    topic: str,
+    group: str,
+    wanted: frozenset[str],
+    limit: int,
+    fits: Callable[[bytes], bool],
+) -> list[tuple[bytes, bytes]]:
+    """The next ``limit`` entries of the topic log after the group's cursor whose tag is
+    wanted; advances the cursor past them and past everything before them that is not.
+    ``fits(value)``: stop before the first entry it refuses (as lanes.read)."""
+    if limit <= 0:
+        return []
+    lane = keys.topic_lane(topic)
+    cursor_key = keys.cursor_key(lane, group)
+    raw = txn.get(CF.META, cursor_key)
+    cursor = keys.read_u64(raw) if raw else 0
+    seqs: set[int] = set()
+    exhausted = True  # every wanted tag's index read to its end
+    for tag in wanted:
+        prefix = keys.tag_prefix(topic, tag)
+        found = txn.scan(CF.LOGS, prefix + keys.u64(cursor), prefix + keys.TAG_KEY_END, limit)
+        seqs.update(keys.log_seq(k) for k, _ in found)
+        exhausted = exhausted and len(found) < limit
+    chosen = sorted(seqs)[:limit]
+    exhausted = exhausted and len(chosen) == len(seqs)
+    out: list[tuple[bytes, bytes]] = []
+    for seq in chosen:
+        key = keys.log_key(lane, seq)
+        value = txn.get(CF.LOGS, key)
+        if value is not None and record_tag(value) in wanted:  # else: swept, or a collision
+            if not fits(value):
+                exhausted = False
+                break
+            out.append((key, value))
+        cursor = seq + 1
+    if exhausted:  # nothing matches before the end of what is committed: pass it all
+        committed = txn.store.get(CF.META, keys.next_seq_key(lane))
+        cursor = max(cursor, keys.read_u64(committed) if committed else 0)
+    txn.put(CF.META, cursor_key, keys.u64(cursor))  # made at the first read, as lanes.read
+    return out

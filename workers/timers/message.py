@@ -17,12 +17,13 @@ from storage.records import (
     stamp_delivered,
 )
 from storage.store import CF
-from workers import events, lanes
+from workers import events, lanes, tagfilter
 from workers.timers.kind import Span
 
 _VALUE = itemgetter(1)
 # Plain ints for the storm loop: an Enum member lookup there cost a tenth of the move.
 _SCHEDULED = int(MessageState.SCHEDULED)
+_FLAGS, _TAGGED = 24, 0x80  # a record's flags byte and its has-a-tag bit (records.py)
 _DELIVERED = int(MessageState.DELIVERED)
 
 
@@ -77,7 +78,10 @@ def fire_run(span: Span, start: int, stop: int) -> None:
                 per_lane[last_lane] = per_lane.get(last_lane, 0) + in_lane
             last_lane, in_lane = lane, 0
         due = keys.read_u64(key)
-        seq = lanes.append(txn, lane, stamp_delivered(value, now))
+        stamped = stamp_delivered(value, now)
+        seq = lanes.append(txn, lane, stamped)
+        if value[_FLAGS] & _TAGGED:
+            tagfilter.index(txn, lane[:-1].decode(), stamped, seq)
         created = keys.read_u64(value, CREATED_AT_OFFSET)
         txn.put(CF.MESSAGES, key[8:], INDEX.pack(_DELIVERED, due, created, now, seq))
         since = due if due > created else created  # as messages.deliver: max(due, arrival)
