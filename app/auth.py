@@ -2,8 +2,10 @@
 configured, that gives each path the role api.md's table asks for.
 
 | role | may call |
-| producer | send, batch send, message status, cancel |
-| consumer | receive, ack, nack, invisibility, per-group message state, GET group settings |
+| producer | send, batch send, message status, cancel, reschedule, list scheduled messages, |
+|          | schedules |
+| consumer | receive, ack, nack, invisibility, per-group message state, GET group settings, |
+|          | list topics, list a topic's groups, GET schedules |
 | admin | everything, including PUT group settings, DLQ list and redrive |
 | (none) | /healthz, /readyz, /metrics, /openapi.json, /docs |
 """
@@ -18,13 +20,17 @@ from app.config import Role
 from app.errors import problem
 
 
-def required_role(method: str, path: str) -> Role | None:
-    """The role a request needs, or None for the open service endpoints."""
+def required_role(method: str, path: str) -> Role | tuple[Role, ...] | None:
+    """The role a request needs (any one of a tuple), or None for the open endpoints."""
     parts = path.split("/")  # "", "v1", "topics", topic, kind, ...
+    if parts[1:] == ["v1", "topics"]:  # the topic list
+        return Role.CONSUMER
     if len(parts) < 5 or parts[1] != "v1" or parts[2] != "topics":
         return None if not path.startswith("/v1/") else Role.ADMIN
     if parts[4] == "messages":
         return Role.PRODUCER
+    if parts[4] == "schedules":
+        return (Role.PRODUCER, Role.CONSUMER) if method in ("GET", "HEAD") else Role.PRODUCER
     if parts[4] == "groups":
         rest = parts[6:] if len(parts) > 6 else []
         if (not rest and method == "PUT") or (rest and rest[0] == "dlq"):
@@ -69,8 +75,10 @@ class ApiKeys:
                 scope, receive, send
             )
             return
-        if granted is not role and granted is not Role.ADMIN:
-            detail = f"this API key has role {granted.value!r}; {role.value!r} is needed"
+        allowed = role if isinstance(role, tuple) else (role,)
+        if granted not in allowed and granted is not Role.ADMIN:
+            needed = " or ".join(repr(r.value) for r in allowed)
+            detail = f"this API key has role {granted.value!r}; {needed} is needed"
             await problem(403, "Forbidden", detail)(scope, receive, send)
             return
         await self.app(scope, receive, send)

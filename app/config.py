@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import fields
 from functools import cached_property
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -32,7 +33,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     data_dir: str = "./data"
-    log_level: str = "info"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["text", "json"] = "text"
+    access_log: bool = True  # one line per request at info (method, path, status, ms)
     max_delay_ms: int = Field(TEN_YEARS_MS, ge=0)
     max_body_bytes: int = Field(4 * MiB, ge=1)
     max_request_bytes: int = Field(5 * MiB, ge=1)
@@ -45,6 +48,12 @@ class Settings(BaseSettings):
     retention_ms: int = Field(ENGINE_DEFAULTS["retention_ms"], ge=1_000)
     dlq_retention_ms: int = Field(ENGINE_DEFAULTS["dlq_retention_ms"], ge=1_000)
     max_receive_bytes: int = Field(ENGINE_DEFAULTS["max_receive_bytes"], ge=1)
+    events: bool = bool(ENGINE_DEFAULTS["events"])
+    events_seal_ms: int = Field(ENGINE_DEFAULTS["events_seal_ms"], ge=10)
+    events_retention_ms: int = Field(ENGINE_DEFAULTS["events_retention_ms"], ge=1_000)
+    # Deliveries this far behind (the oldest due timer not yet in its topic log): sends
+    # get 429 + Retry-After and /readyz says "lagging", until back under half of it.
+    due_backlog_limit_ms: int = Field(ENGINE_DEFAULTS["due_backlog_limit_ms"], ge=1)
     api_keys: dict[str, Role] = Field(default_factory=dict)
 
     @cached_property

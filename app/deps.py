@@ -33,6 +33,10 @@ def settings_of(request: Request) -> Settings:
 
 TopicPath = Annotated[str, Path(pattern=NAME_PATTERN, description="Topic name (% as %25)")]
 GroupPath = Annotated[str, Path(pattern=NAME_PATTERN, description="Consumer group name")]
+ScheduleIdPath = Annotated[
+    str,
+    Path(pattern=MSG_ID_PATTERN, max_length=100, description="Recurring schedule id"),
+]
 MsgIdPath = Annotated[
     str,
     Path(pattern=MSG_ID_PATTERN, description="Message id (uniq key)"),

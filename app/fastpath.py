@@ -23,6 +23,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.access import ROUTE_KEY
 from app.deps import PATH_PARAMS, engine_of, settings_of
 from app.errors import render
 from storage.errors import InvalidInput
@@ -36,6 +37,7 @@ class FastRoute:
     method: str
     segments: tuple[str, ...]  # the path template split on "/"; "{name}" is a parameter
     call: Call
+    template: str  # as FastAPI declares it: the route label of metrics and logs
 
 
 FAST_ROUTES: list[FastRoute] = []  # filled by fast_route as the route modules load
@@ -63,7 +65,7 @@ def fast_route(router: APIRouter, method: str, path: str, **route: Any) -> Calla
         endpoint.__name__ = call.__name__
         endpoint.__doc__ = call.__doc__
         router.add_api_route(path, endpoint, methods=[method], **route)
-        FAST_ROUTES.append(FastRoute(method, tuple(template.split("/")), call))
+        FAST_ROUTES.append(FastRoute(method, tuple(template.split("/")), call, template))
         return call
 
     return register
@@ -79,7 +81,7 @@ def _param(name: str, value: str) -> str:
     return value
 
 
-def match(method: str, path: str) -> tuple[Call, dict[str, str]] | None:
+def match(method: str, path: str) -> tuple[FastRoute, dict[str, str]] | None:
     """The fast route for a request and its raw path parameters; None: not a hot path."""
     parts = path.split("/")
     for route in FAST_ROUTES:
@@ -94,7 +96,7 @@ def match(method: str, path: str) -> tuple[Call, dict[str, str]] | None:
             elif want != got:
                 break
         else:
-            return route.call, params
+            return route, params
     return None
 
 
@@ -107,7 +109,8 @@ class FastPaths:
         if found is None:
             await self.app(scope, receive, send)
             return
-        call, raw = found
+        route, raw = found
+        call, scope[ROUTE_KEY] = route.call, route.template  # the access log's label
         state = scope["app"].state
         try:
             params = {name: _param(name, value) for name, value in raw.items()}

@@ -1,8 +1,9 @@
 """``python -m bench`` (``make bench``): every figure, one table on stdout.
 
 BENCH_SCALE=full for the full sizes; BENCH_STORM_N, BENCH_CONSUME_N, BENCH_NACK_N,
-BENCH_PENDING_N, BENCH_RECLAIM_N and BENCH_GROWTH_LEVELS override single sizes (see
-bench/scale.py). Figure numbers as arguments run only those: ``python -m bench 5 7``.
+BENCH_PENDING_N, BENCH_RECLAIM_N, BENCH_GROWTH_LEVELS (bench/scale.py), BENCH_SCHEDULES_N
+and BENCH_FILTER_N override single sizes. Figure numbers as arguments run only those:
+``python -m bench 5 7``.
 Progress goes to stderr. See bench/README.md for what each figure measures.
 """
 
@@ -14,14 +15,19 @@ from collections.abc import Callable
 
 from bench import (
     batch,
+    events,
+    filtered,
     growth,
     lateness,
+    ontime,
     pending,
     receive,
     reclaim,
     redis_alt,
     report,
+    reschedule,
     scale,
+    schedules,
     send,
     soak,
     storm,
@@ -74,7 +80,25 @@ def figures(s: scale.Scale) -> list[Figure]:
             "growth curve",
             lambda: growth.run_figure(levels=s.growth_levels, profile=s.name),
         ),
-        ("10", "soak", lambda: soak.run_figure(minutes=s.soak_minutes, profile=s.name)),
+        (
+            "10",
+            "on time under load",
+            lambda: ontime.run_figure(seconds=s.ontime_seconds),
+        ),
+        (
+            "11",
+            "event log on vs off",
+            lambda: events.run_figure(
+                warmup_s=s.send_warmup_s,
+                seconds=s.send_seconds,
+                batches=s.batches,
+                storm_n=s.storm_n,
+            ),
+        ),
+        ("12", "reschedule vs single send", lambda: reschedule.run_figure(s)),
+        ("13", "recurring schedules at scale", lambda: schedules.run_figure(schedules.size())),
+        ("14", "filtered vs unfiltered receive", lambda: filtered.run_figure(filtered.size())),
+        ("15", "soak", lambda: soak.run_figure(minutes=s.soak_minutes, profile=s.name)),
     ]
 
 

@@ -1,4 +1,4 @@
-"""Figure 10: the soak — nothing grows without bound under steady load.
+"""Figure 15: the soak — nothing grows without bound under steady load.
 
 An engine in this process on a fresh data dir, on a fake clock (an hour of service in a
 few minutes of real time, most of it WAL fsyncs), RocksDB's buffers scaled down (see
@@ -247,7 +247,7 @@ def rows(samples: list[Sample], files: tuple[Path, Path]) -> list[report.Row]:
         a, b = max(map(measure, earlier)), max(map(measure, later))
         ratio = b / a if a else 1.0
         return report.Row(
-            "10",
+            "15",
             f"soak: {name}, {span}",
             f"{b:,.0f} {unit}",
             f"{a:,.0f} {unit}",

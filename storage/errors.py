@@ -38,10 +38,12 @@ class DiskFullError(StorageError):
 
 
 class Overloaded(RocktimerError):
-    """The writer queue is full; the client should back off and retry."""
+    """The writer queue is full, or deliveries lag (workers/lag.py): back off and retry."""
 
-    def __init__(self, retry_after_s: int = 1) -> None:
-        super().__init__("the write queue is full; retry later")
+    def __init__(
+        self, retry_after_s: int = 1, detail: str = "the write queue is full; retry later"
+    ) -> None:
+        super().__init__(detail)
         self.retry_after_s = retry_after_s
 
 
@@ -54,6 +56,10 @@ class WriterStopped(RocktimerError):
 
 class MessageNotFound(RocktimerError):
     """No message with this (topic, msg_id)."""
+
+
+class ScheduleNotFound(MessageNotFound):
+    """No recurring schedule with this (topic, schedule_id) (a 404 like a message's)."""
 
 
 class MessageConflict(RocktimerError):

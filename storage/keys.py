@@ -145,6 +145,17 @@ def group_key(topic: str, group: str) -> bytes:
     return b"group" + SEP + topic.encode() + SEP + group.encode()
 
 
+# --- recurring schedules (meta): schedule ‖ 0x00 ‖ topic ‖ 0x00 ‖ schedule_id ------------
+
+
+def schedule_prefix(topic: str) -> bytes:
+    return b"schedule" + SEP + topic.encode() + SEP
+
+
+def schedule_key(topic: str, schedule_id: str) -> bytes:
+    return schedule_prefix(topic) + schedule_id.encode()
+
+
 # --- dead letters: topic ‖ 0x00 ‖ group ‖ 0x00 ‖ u64be(dead_at_ms) ‖ u64be(seq) ------------
 
 
@@ -171,6 +182,36 @@ def dead_key_at(topic: str, group: str, position: bytes) -> bytes:
 def dlq_lane(group: str) -> bytes:
     """The log of topic ``%DLQ%group``: every dead letter of the group, any source topic."""
     return topic_lane(DLQ_PREFIX + group)
+
+
+# --- events: u64be(first seq) -> the events one batch staged (storage/events.py) --------
+
+
+def event_key(seq: int) -> bytes:
+    return _U64.pack(seq)
+
+
+EVENTS_NEXT_KEY = b"events-next-seq"  # meta: the seq the next event gets (never reused)
+
+
+# --- counters, kept in the batch of each change (storage/records.py, Counts) -----------
+
+
+TOPIC_COUNTS_PREFIX = b"topic-counts" + SEP
+
+
+def topic_counts_key(topic: str) -> bytes:
+    """A topic's scheduled / delivered / cancelled counts; their keys list the topics."""
+    return TOPIC_COUNTS_PREFIX + topic.encode()
+
+
+def group_counts_prefix(topic: str) -> bytes:
+    return b"group-counts" + SEP + topic.encode() + SEP
+
+
+def group_counts_key(topic: str, group: str) -> bytes:
+    """A group's in-flight / retrying / dead counts on one topic; their keys list its groups."""
+    return group_counts_prefix(topic) + group.encode()
 
 
 WATERMARK_KEY = b"timer-watermark"

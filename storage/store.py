@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final, NamedTuple
 
 from rocksdict import (
@@ -13,6 +13,7 @@ from rocksdict import (
     DBCompressionType,
     Options,
     Rdict,
+    RdictIter,
     ReadOptions,
     WriteBatch,
     WriteOptions,
@@ -43,7 +44,8 @@ class CF:
     INFLIGHT: Final = "inflight"
     META: Final = "meta"
     DEAD: Final = "dead"  # dead letters per (topic, group), oldest first
-    ALL: Final = (TIMERS, MESSAGES, LOGS, INFLIGHT, META, DEAD)
+    EVENTS: Final = "events"  # the event log until exported (storage/events.py)
+    ALL: Final = (TIMERS, MESSAGES, LOGS, INFLIGHT, META, DEAD, EVENTS)
 
 
 class Put(NamedTuple):
@@ -167,19 +169,71 @@ class RocksStore:
         The iterator seeks straight to ``start`` and stops at ``end`` (ReadOptions upper
         bound), so tombstones outside the range are never walked.
         """
+        out: list[tuple[bytes, bytes]] = []
+        with self._range(cf, start, end) as it:
+            while it.valid() and len(out) < limit:
+                out.append((it.key(), it.value()))
+                it.next()
+        return out
+
+    def count(self, cf: str, start: bytes, end: bytes, limit: int) -> int:
+        """How many keys ``start <= key < end`` there are, counting up to ``limit``."""
+        n = 0
+        with self._range(cf, start, end) as it:
+            while it.valid() and n < limit:
+                n += 1
+                it.next()
+        return n
+
+    @contextlib.contextmanager
+    def _range(self, cf: str, start: bytes, end: bytes) -> Iterator[RdictIter]:
+        """An iterator at ``start`` bounded by ``end``; its errors become StorageError."""
+        self._check_open()
+        read = ReadOptions()
+        read.set_iterate_upper_bound(end)
+        try:
+            it = self._cfs[cf].iter(read)
+            it.seek(start)
+            yield it
+        except Exception as exc:
+            raise StorageError(f"scan failed: {exc}") from exc
+
+    def scan_where(
+        self,
+        cf: str,
+        start: bytes,
+        end: bytes,
+        limit: int,
+        budget: int,
+        keep: Callable[[bytes, bytes], bool],
+    ) -> tuple[list[tuple[bytes, bytes]], bytes | None]:
+        """Up to ``limit`` entries in ``[start, end)`` that ``keep(key, value)``, looking at
+        no more than ``budget`` entries; and the key to resume after, None if none is left.
+
+        For listings filtered out of a shared keyspace (one topic's timers among all): a
+        page costs at most ``budget`` reads, however rare the matches are.
+        """
         self._check_open()
         read = ReadOptions()
         read.set_iterate_upper_bound(end)
         out: list[tuple[bytes, bytes]] = []
+        seen = 0
+        last: bytes | None = None
         try:
             it = self._cfs[cf].iter(read)
             it.seek(start)
-            while it.valid() and len(out) < limit:
-                out.append((it.key(), it.value()))
+            while it.valid():
+                if len(out) == limit or seen == budget:
+                    return out, last  # more may follow: resume after what was looked at
+                last = it.key()
+                value = it.value()
+                seen += 1
+                if keep(last, value):
+                    out.append((last, value))
                 it.next()
         except Exception as exc:
             raise StorageError(f"scan failed: {exc}") from exc
-        return out
+        return out, None
 
     def first_key(self, cf: str, start: bytes, end: bytes) -> bytes | None:
         found = self.scan(cf, start, end, 1)

@@ -14,11 +14,13 @@ retry lane) → INFLIGHT again …; after ``max_attempts`` failed attempts → D
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
 from storage import keys
 from storage.errors import MessageNotFound, ReceiptRejected
+from storage.events import EventKind
 from storage.records import (
     DeadLetter,
     GroupState,
@@ -32,10 +34,11 @@ from storage.records import (
     encode_dead,
     encode_inflight,
     record_is_base64,
+    record_tag,
     stamp_delivered,
 )
 from storage.store import CF, RocksStore
-from workers import lanes, retention
+from workers import events, lanes, retention, tagfilter
 from workers.receipts import decode_receipt, encode_receipt
 from workers.retry import GroupSettings, decode_settings, encode_settings, retry_delay_ms
 from workers.timers import invisible, retry
@@ -49,6 +52,20 @@ class Received(NamedTuple):
     record: MessageRecord
     attempt: int
     receipt: str
+
+
+class ReceiveBatch(list[Received]):
+    """What one receive holds; ``more``: its group's filter passed its scan budget of
+    non-matching messages, so another receive may find more right away."""
+
+    __slots__ = ("more",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.more = False
+
+
+FILTER_SCAN_BUDGET = 16_384  # messages one receive may pass over (filtered) per batch
 
 
 MAX_RECEIVE_BYTES = 8 * 1024 * 1024  # a receive reply's messages, about (api.md, Edges)
@@ -86,10 +103,11 @@ def receive(
     limit: int,
     invisible_ms: int,
     max_bytes: int = MAX_RECEIVE_BYTES,
-) -> list[Received]:
+) -> ReceiveBatch:
     """Hold up to ``limit`` visible messages for ``invisible_ms``: redeliveries first.
-    Stops adding messages at about ``max_bytes`` of reply, after at least one."""
-    out: list[Received] = []
+    Stops adding messages at about ``max_bytes`` of reply, after at least one. With a
+    tag filter, messages it does not match are passed over (state ``filtered``)."""
+    out = ReceiveBatch()
     room = _Room(max_bytes)
     topic_lane = keys.topic_lane(topic)
 
@@ -113,11 +131,25 @@ def receive(
             continue  # its retention ended meanwhile
         state, record = decode_inflight(raw), decode_message(value)
         if state.state is GroupState.READY and not gone(record):
-            out.append(_hold(txn, topic, group, seq, record, state, invisible_ms))
-    for key, value in lanes.read(txn, topic_lane, group, limit - len(out), room.fits):
+            out.append(_hold(txn, topic, group, seq, record, value, state, invisible_ms))
+    wanted = tagfilter.tags(group_filter(txn, topic, group))
+    if wanted is None:
+        entries = lanes.read(txn, topic_lane, group, limit - len(out), room.fits, join=True)
+    else:
+        entries, out.more = lanes.read_matching(
+            txn,
+            topic_lane,
+            group,
+            limit - len(out),
+            lambda value: _matches(txn, group, wanted, value),
+            FILTER_SCAN_BUDGET,
+            room.fits,
+        )
+    for key, value in entries:
         record = decode_message(value)
         if not gone(record):
-            out.append(_hold(txn, topic, group, keys.log_seq(key), record, None, invisible_ms))
+            seq = keys.log_seq(key)
+            out.append(_hold(txn, topic, group, seq, record, value, None, invisible_ms))
     return out
 
 
@@ -128,6 +160,14 @@ def _still_dead(txn: Txn, group: str, letter: MessageRecord) -> bool:
 
 def _secret(txn: Txn) -> bytes:
     return txn.store.secret(keys.RECEIPT_SECRET_KEY)
+
+
+def _matches(txn: Txn, group: str, wanted: frozenset[str], record: bytes) -> bool:
+    """Whether the group's filter takes a message; one it passes over is an event."""
+    if record_tag(record) in wanted:
+        return True
+    events.emit(txn, EventKind.FILTERED, record, group=group)
+    return False
 
 
 def _deadline(txn: Txn, invisible_ms: int) -> int:
@@ -143,6 +183,7 @@ def _hold(
     group: str,
     seq: int,
     record: MessageRecord,
+    value: bytes,
     prev: Inflight | None,
     invisible_ms: int,
 ) -> Received:
@@ -160,6 +201,8 @@ def _hold(
     )
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(held))
     _put_timer(txn, invisible.timer_key, topic, group, seq, held)
+    events.emit(txn, EventKind.RECEIVED, value, topic=topic, group=group, attempt=attempt)
+    txn.count_group(topic, group, inflight=1)
     return Received(record, attempt, encode_receipt(_secret(txn), topic, group, seq, generation))
 
 
@@ -196,6 +239,9 @@ def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
         _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
         acked = held._replace(state=GroupState.ACKED)
         txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(acked))
+        emit_event(txn, EventKind.ACKED, topic, group, seq, held.attempts)
+        txn.count_group(topic, group, inflight=-1)
+        txn.note("acks")
         out.append(ACKED)
     txn.sync = True
     return out
@@ -215,7 +261,9 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
         seq, held = found
         _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
         delay = delay_ms if delay_ms is not None else retry_delay_ms(settings.retry, held.attempts)
+        emit_event(txn, EventKind.NACKED, topic, group, seq, held.attempts)
         fail(txn, topic, group, seq, held, delay, settings)
+        txn.note("nacks")
         out.append("nacked")
     txn.sync = True
     return out
@@ -267,8 +315,10 @@ def fail(
     delay_ms: int,
     settings: GroupSettings,
 ) -> None:
-    """A failed attempt: dead after max_attempts, else visible again after ``delay_ms``."""
+    """A held message's attempt failed: dead after max_attempts, else visible again after
+    ``delay_ms``."""
     now = txn.now_ms
+    txn.count_group(topic, group, inflight=-1)
     slot = keys.inflight_key(topic, group, seq)
     if txn.get(CF.META, keys.held_key(keys.topic_lane(topic), seq)) is not None:
         txn.delete(CF.INFLIGHT, slot)  # past its retention: gone for the group (retention.py)
@@ -284,6 +334,7 @@ def fail(
     )
     txn.put(CF.INFLIGHT, slot, encode_inflight(waiting))
     _put_timer(txn, retry.timer_key, topic, group, seq, waiting)
+    txn.count_group(topic, group, retrying=1)
 
 
 def make_ready(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
@@ -304,11 +355,22 @@ def _bury(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
         return
     dead = held._replace(state=GroupState.DEAD, deadline_ms=now, last_failure_ms=now)
     txn.put(CF.INFLIGHT, slot, encode_inflight(dead))
+    txn.note("dead_letters")
     record = decode_message(raw)
     lanes.append(txn, keys.dlq_lane(group), stamp_delivered(raw, now))
+    events.emit(txn, EventKind.DEAD, raw, topic=topic, group=group, attempt=held.attempts)
     letter = DeadLetter(record.msg_id, held.attempts, now, now)
     txn.put(CF.DEAD, keys.dead_key(topic, group, now, seq), encode_dead(letter))
+    txn.count_group(topic, group, dead=1)
+    txn.count_topic(keys.DLQ_PREFIX + group, delivered=1)
     txn.woken_topics.add(keys.DLQ_PREFIX + group)
+
+
+def emit_event(txn: Txn, kind: EventKind, topic: str, group: str, seq: int, attempt: int) -> None:
+    """A group event about the message at ``seq`` of ``topic``'s log."""
+    record = txn.get(CF.LOGS, keys.log_key(keys.topic_lane(topic), seq))
+    if record is not None:  # None: swept past retention, which a held message never is
+        events.emit(txn, kind, record, topic=topic, group=group, attempt=attempt)
 
 
 def current_hold(txn: Txn, timer: GroupTimer) -> Inflight | None:
@@ -328,7 +390,12 @@ def redrive(txn: Txn, topic: str, group: str, msg_id: str) -> None:
     held = decode_inflight(raw) if raw is not None else None
     if seq is None or held is None or held.state is not GroupState.DEAD:
         raise MessageNotFound(f"{msg_id!r} from topic {topic!r} is not a dead letter of {group!r}")
-    txn.delete(CF.DEAD, keys.dead_key(topic, group, held.deadline_ms, seq))
+    letter = keys.dead_key(topic, group, held.deadline_ms, seq)
+    if txn.get(CF.DEAD, letter) is not None:
+        txn.delete(CF.DEAD, letter)
+        txn.count_group(topic, group, dead=-1)
+    emit_event(txn, EventKind.REDRIVEN, topic, group, seq, held.attempts)
+    txn.note("redrives")
     fresh = held._replace(attempts=0, generation=held.generation + 1)
     make_ready(txn, topic, group, seq, fresh)
     txn.sync = True
@@ -346,6 +413,17 @@ def _delivered_seq(raw: bytes | None) -> int | None:
 
 def group_settings(txn: Txn, topic: str, group: str) -> GroupSettings:
     return decode_settings(txn.get(CF.META, keys.group_key(topic, group)))
+
+
+def group_filter(txn: Txn, topic: str, group: str) -> str:
+    """The group's tag filter, parsed once per distinct settings record (a receive reads
+    it every time; validating the whole settings model each time cost more than the read)."""
+    return _filter_of(txn.get(CF.META, keys.group_key(topic, group)))
+
+
+@functools.lru_cache(maxsize=tagfilter.PARSED_CACHE)
+def _filter_of(raw: bytes | None) -> str:
+    return decode_settings(raw).filter
 
 
 def put_group_settings(txn: Txn, topic: str, group: str, settings: GroupSettings) -> None:
@@ -385,7 +463,9 @@ def group_view(store: RocksStore, topic: str, group: str, msg_id: str) -> GroupV
     raw = store.get(CF.INFLIGHT, keys.inflight_key(topic, group, seq))
     if raw is None:
         if cursor is not None and keys.read_u64(cursor) > seq:
-            raise MessageNotFound(f"group {group!r} no longer holds a record of {msg_id!r}")
+            # Passed by the group's cursor without ever being held: its filter did not
+            # match then (a later filter change never brings it back).
+            return GroupView("filtered", 0, None, None)
         return GroupView("pending", 0, None, None)
     held = decode_inflight(raw)
     visible = held.deadline_ms if held.state in _TIMED else None

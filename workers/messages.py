@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from storage import keys
-from storage.errors import MessageConflict, MessageNotFound
+from storage.errors import CorruptRecordError, MessageConflict, MessageNotFound
+from storage.events import EventKind
 from storage.records import (
     INDEX,
     IndexEntry,
@@ -20,7 +21,7 @@ from storage.records import (
     encode_message,
 )
 from storage.store import CF, RocksStore
-from workers import lanes
+from workers import events, lanes
 from workers.timers import message
 from workers.txn import Txn
 
@@ -91,17 +92,20 @@ def _send(txn: Txn, rec: MessageRecord, index_key: bytes, raw: bytes | None) -> 
     if rec.deliver_at_ms <= txn.now_ms:
         # Already due: straight into the topic log, never a timer key. This is also what
         # makes the deliverer's range delete safe (see Writer.scan_horizon).
+        events.emit(txn, EventKind.SCHEDULED, encode_message(rec))
         deliver(txn, rec)
         state = MessageState.DELIVERED
     else:
         timer = message.timer_key_of(rec.deliver_at_ms, index_key)
-        txn.put(CF.TIMERS, timer, message.timer_value(rec))
+        value = message.timer_value(rec)
+        txn.put(CF.TIMERS, timer, value)
+        events.emit(txn, EventKind.SCHEDULED, value)
         txn.put(
             CF.MESSAGES,
             index_key,
             INDEX.pack(_SCHEDULED, rec.deliver_at_ms, rec.created_at_ms, 0, 0),
         )
-        txn.add_pending(1)
+        txn.count_topic(rec.topic, scheduled=1)
         txn.schedule_hint(rec.deliver_at_ms)
         state = MessageState.SCHEDULED
     # tuple.__new__: a NamedTuple's own __new__ is a Python call, half the cost (batch path)
@@ -111,12 +115,18 @@ def _send(txn: Txn, rec: MessageRecord, index_key: bytes, raw: bytes | None) -> 
 
 
 def deliver(txn: Txn, rec: MessageRecord) -> int:
-    """Append a due message to its topic log and mark it delivered; returns its seq."""
+    """Append a due message to its topic log and mark it delivered; returns its seq.
+
+    Lateness runs from when the message could first be delivered: its deliver time, or
+    its arrival if the client gave a time already past (a 1970 deliver_at is not late)."""
     now = txn.now_ms
-    seq = lanes.append(txn, keys.topic_lane(rec.topic), encode_message(rec.delivered(now)))
+    value = encode_message(rec.delivered(now))
+    seq = lanes.append(txn, keys.topic_lane(rec.topic), value)
+    events.emit(txn, EventKind.DELIVERED, value)
     entry = IndexEntry(MessageState.DELIVERED, rec.deliver_at_ms, rec.created_at_ms, now, seq)
     txn.put(CF.MESSAGES, keys.message_key(rec.topic, rec.msg_id), encode_index(entry))
-    txn.lateness_ms.append(max(0, now - rec.deliver_at_ms))
+    txn.lateness_ms.append(max(0, now - max(rec.deliver_at_ms, rec.created_at_ms)))
+    txn.count_topic(rec.topic, delivered=1)
     txn.woken_topics.add(rec.topic)
     return seq
 
@@ -139,14 +149,64 @@ def cancel(txn: Txn, topic: str, msg_id: str) -> CancelOutcome:
         return CancelOutcome(topic, msg_id, entry.done_at_ms)
     if entry.state is MessageState.DELIVERED:
         raise MessageConflict(f"message {msg_id!r} in topic {topic!r} was already delivered")
-    txn.delete(CF.TIMERS, message.timer_key(entry.due_ms, topic, msg_id))
+    timer_key = message.timer_key(entry.due_ms, topic, msg_id)
+    _emit_cancelled(txn, txn.get(CF.TIMERS, timer_key), topic, msg_id, entry)
+    txn.delete(CF.TIMERS, timer_key)
     done = entry._replace(state=MessageState.CANCELLED, done_at_ms=txn.now_ms)
     txn.put(CF.MESSAGES, index_key, encode_index(done))
     txn.put(CF.META, keys.tombstone_key(txn.now_ms, index_key), b"")  # reclaimed after retention
-    txn.add_pending(-1)
+    txn.count_topic(topic, scheduled=-1, cancelled=1)
     txn.cancels += 1
     txn.sync = True
     return CancelOutcome(topic, msg_id, txn.now_ms)
+
+
+def reschedule(txn: Txn, topic: str, msg_id: str, deliver_at_ms: int) -> SendOutcome:
+    """Move a scheduled message to ``deliver_at_ms`` in one batch: the old timer key goes,
+    the new one comes (or, if that time has come, the message is delivered now).
+
+    A scanner may hold the old key already: the reschedule counts as a cancel, so that
+    move re-reads the index and finds a due time that is not its key's any more.
+    """
+    index_key = keys.message_key(topic, msg_id)
+    raw = txn.get(CF.MESSAGES, index_key)
+    if raw is None:
+        raise MessageNotFound(f"no message {msg_id!r} in topic {topic!r}")
+    entry = decode_index(raw)
+    if entry.state is not MessageState.SCHEDULED:
+        done = "cancelled" if entry.state is MessageState.CANCELLED else "already delivered"
+        raise MessageConflict(f"message {msg_id!r} in topic {topic!r} was {done}")
+    old_key = message.timer_key_of(entry.due_ms, index_key)
+    value = txn.get(CF.TIMERS, old_key)
+    if value is None:
+        raise CorruptRecordError(f"message {msg_id!r} in topic {topic!r} has no timer key")
+    txn.delete(CF.TIMERS, old_key)
+    txn.cancels += 1
+    txn.sync = True
+    rec = message.decode_value(value)._replace(deliver_at_ms=deliver_at_ms)
+    new_value = message.timer_value(rec)
+    events.emit(txn, EventKind.RESCHEDULED, new_value)
+    state = MessageState.SCHEDULED
+    if deliver_at_ms <= txn.now_ms:  # due now: never a timer key (Writer.scan_horizon)
+        txn.count_topic(topic, scheduled=-1)
+        deliver(txn, rec)
+        state = MessageState.DELIVERED
+    else:
+        txn.put(CF.TIMERS, message.timer_key_of(deliver_at_ms, index_key), new_value)
+        txn.put(CF.MESSAGES, index_key, encode_index(entry._replace(due_ms=deliver_at_ms)))
+        txn.schedule_hint(deliver_at_ms)
+    return SendOutcome(False, topic, msg_id, state, deliver_at_ms, entry.created_at_ms)
+
+
+def _emit_cancelled(
+    txn: Txn, timer: bytes | None, topic: str, msg_id: str, entry: IndexEntry
+) -> None:
+    if timer is not None:
+        events.emit(txn, EventKind.CANCELLED, timer)
+    else:  # no timer behind a scheduled entry: not written by this code; still an event
+        events.emit_plain(
+            txn, EventKind.CANCELLED, topic, msg_id, entry.due_ms, entry.created_at_ms
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,6 +148,8 @@ def _release(txn: Txn, topic: str, group: str, seq: int, *, ending: bool) -> Gro
         return None
     if ending and state in _WAITING:
         txn.delete(CF.INFLIGHT, slot)  # its retry timer finds no record: harmless
+        if state is GroupState.RETRYING:
+            txn.count_group(topic, group, retrying=-1)
     return state
 
 
@@ -175,6 +177,7 @@ def _end_dead_letter(txn: Txn, lane: bytes, value: bytes) -> None:
         return  # redriven since (or its record already gone)
     txn.delete(CF.INFLIGHT, keys.inflight_key(record.topic, group, seq))
     txn.delete(CF.DEAD, keys.dead_key(record.topic, group, record.delivered_at_ms, seq))
+    txn.count_group(record.topic, group, dead=-1)
 
 
 def dead_seq(txn: Txn, group: str, topic: str, msg_id: str, dead_at_ms: int) -> int | None:

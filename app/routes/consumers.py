@@ -12,7 +12,8 @@ from fastapi.responses import Response
 from app.config import Settings
 from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic
 from app.fastpath import fast_route
-from app.routes.common import ERRORS, json_body, json_response, parse
+from app.openapi import BODY, V1, WRITE, json_body, replies
+from app.routes.common import json_response, parse
 from app.schemas import (
     AckRequest,
     AckResult,
@@ -71,7 +72,7 @@ def _per_receipt(receipts: list[str], statuses: list[str]) -> Response:
     operation_id="receive_messages",
     summary="Receive visible messages (long poll with wait_ms)",
     openapi_extra=json_body(ReceiveRequest),
-    responses={200: {"model": ReceiveResult}, **ERRORS},
+    responses=replies({200: ReceiveResult}, *V1, *BODY, *WRITE),
 )
 async def receive_messages(
     engine: Engine, settings: Settings, request: Request, topic: str, group: str
@@ -89,7 +90,7 @@ async def receive_messages(
     operation_id="ack_messages",
     summary="Acknowledge received messages by receipt",
     openapi_extra=json_body(AckRequest),
-    responses={200: {"model": AckResult}, **ERRORS},
+    responses=replies({200: AckResult}, *V1, *BODY, *WRITE),
 )
 async def ack_messages(
     engine: Engine, settings: Settings, request: Request, topic: str, group: str
@@ -106,7 +107,7 @@ async def ack_messages(
     operation_id="nack_messages",
     summary="Fail received messages: they come back after the retry delay, or go to the DLQ",
     openapi_extra=json_body(NackRequest),
-    responses={200: {"model": NackResult}, **ERRORS},
+    responses=replies({200: NackResult}, *V1, *BODY, *WRITE),
 )
 async def nack_messages(
     engine: Engine, settings: Settings, request: Request, topic: str, group: str
@@ -122,7 +123,18 @@ async def nack_messages(
     operation_id="change_invisibility",
     summary="Hold a received message longer (or shorter); returns a new receipt",
     openapi_extra=json_body(InvisibilityRequest),
-    responses={200: {"model": InvisibilityResult}, **ERRORS},
+    responses=replies(
+        {200: InvisibilityResult},
+        *V1,
+        *BODY,
+        *WRITE,
+        404,
+        409,
+        why={
+            404: "No message is held by this receipt in this topic and group",
+            409: "The receipt was acked, expired, or the message was received again",
+        },
+    ),
 )
 async def change_invisibility(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)
@@ -136,7 +148,9 @@ async def change_invisibility(topic: TopicPath, group: GroupPath, request: Reque
     "/messages/{msg_id}",
     operation_id="get_group_message",
     summary="A message as this group sees it",
-    responses={200: {"model": GroupMessageState}, **ERRORS},
+    responses=replies(
+        {200: GroupMessageState}, *V1, 404, why={404: "The group never saw this message"}
+    ),
 )
 async def get_group_message(
     topic: TopicPath, group: GroupPath, msg_id: MsgIdPath, request: Request
@@ -155,7 +169,7 @@ async def get_group_message(
     "",
     operation_id="get_group_settings",
     summary="The group's settings on this topic (defaults until set)",
-    responses={200: {"model": GroupSettings}, **ERRORS},
+    responses=replies({200: GroupSettings}, *V1),
 )
 async def get_group_settings(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)

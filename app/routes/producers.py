@@ -15,18 +15,20 @@ from app.deps import MsgIdPath, TopicPath, engine_of, writable_topic
 from app.errors import invalid, public_detail, status_of
 from app.fastpath import fast_route
 from app.ids import new_msg_id, new_msg_ids
-from app.routes.common import ERRORS, json_body, json_response, parse, require_json
+from app.openapi import BODY, V1, WRITE, json_body, replies
+from app.routes.common import json_response, parse, require_json
 from app.schemas import (
     BatchEnvelope,
     BatchResult,
     CancelResult,
     MessageView,
+    RescheduleMessage,
     SendBatch,
     SendMessage,
     SendResult,
 )
 from storage.errors import InvalidInput, PayloadTooLarge
-from storage.records import BodyEncoding, MessageRecord, MessageState
+from storage.records import BodyEncoding, IndexEntry, MessageRecord, MessageState
 from workers.messages import SendOutcome
 from workers.retry import DELAY_LEVELS_MS
 from workers.runner import Engine
@@ -44,7 +46,7 @@ def _bad(loc: list[str | int], field: str, reason: str) -> InvalidInput:
 
 
 def deliver_time(
-    msg: SendMessage,
+    msg: SendMessage | RescheduleMessage,
     now_ms: int,
     settings: Settings,
     loc: list[str | int],
@@ -136,11 +138,19 @@ def _sent(out: SendOutcome) -> dict[str, Any]:
     summary="Schedule one message",
     status_code=201,
     openapi_extra=json_body(SendMessage),
-    responses={201: {"model": SendResult}, 200: {"model": SendResult}, **ERRORS},
+    responses=replies(
+        {201: SendResult, 200: SendResult},
+        *V1,
+        *BODY,
+        *WRITE,
+        409,
+        why={409: "The msg_id was cancelled"},
+    ),
 )
 async def send_message(
     engine: Engine, settings: Settings, request: Request, topic: str
 ) -> Response:
+    engine.lag.admit()  # before any parsing: refusing must cost less than accepting
     writable_topic(topic)
     require_json(request)
     try:
@@ -161,11 +171,12 @@ async def send_message(
     operation_id="send_messages",
     summary="Schedule up to 1000 messages, each on its own",
     openapi_extra=json_body(SendBatch),
-    responses={200: {"model": BatchResult}, **ERRORS},
+    responses=replies({200: BatchResult}, *V1, *BODY, *WRITE),
 )
 async def send_messages(
     engine: Engine, settings: Settings, request: Request, topic: str
 ) -> Response:
+    engine.lag.admit()
     writable_topic(topic)
     require_json(request)
     raw = await request.body()
@@ -235,12 +246,18 @@ def _validate_items(
     "/{msg_id}",
     operation_id="get_message",
     summary="A message's state",
-    responses={200: {"model": MessageView}, **ERRORS},
+    responses=replies({200: MessageView}, *V1, 404),
 )
 async def get_message(topic: TopicPath, msg_id: MsgIdPath, request: Request) -> Response:
     engine = engine_of(request)
     found = engine.status(topic, msg_id)
-    entry, rec = found.entry, found.record
+    return json_response(message_view(topic, msg_id, found.entry, found.record))
+
+
+def message_view(
+    topic: str, msg_id: str, entry: IndexEntry, rec: MessageRecord | None
+) -> dict[str, Any]:
+    """A message as GET .../messages/{msg_id} shows it (MessageView)."""
     view: dict[str, Any] = {
         "topic": topic,
         "msg_id": msg_id,
@@ -255,14 +272,40 @@ async def get_message(topic: TopicPath, msg_id: MsgIdPath, request: Request) -> 
         view["cancelled_at_ms"] = entry.done_at_ms
     if rec is not None and rec.tag is not None:
         view["tag"] = rec.tag
-    return json_response(view)
+    return view
+
+
+@fast_route(
+    router,
+    "PATCH",
+    "/{msg_id}",
+    operation_id="reschedule_message",
+    summary="Move a scheduled message to another time (a past time: at once)",
+    openapi_extra=json_body(RescheduleMessage),
+    responses=replies(
+        {200: SendResult},
+        *V1,
+        *BODY,
+        *WRITE,
+        404,
+        409,
+        why={409: "Already delivered, or cancelled"},
+    ),
+)
+async def reschedule_message(
+    engine: Engine, settings: Settings, request: Request, topic: str, msg_id: str
+) -> Response:
+    writable_topic(topic)
+    body = await parse(request, RescheduleMessage)
+    deliver_at = deliver_time(body, engine.clock.now_ms(), settings, ["body"], required=True)
+    return json_response(_sent(await engine.reschedule(topic, msg_id, deliver_at)))
 
 
 @router.delete(
     "/{msg_id}",
     operation_id="cancel_message",
     summary="Cancel a scheduled message (a uniq-key tombstone)",
-    responses={200: {"model": CancelResult}, **ERRORS},
+    responses=replies({200: CancelResult}, *V1, *WRITE, 404, 409, why={409: "Already delivered"}),
 )
 async def cancel_message(topic: TopicPath, msg_id: MsgIdPath, request: Request) -> Response:
     engine = engine_of(request)

@@ -10,7 +10,7 @@ import pytest
 
 from storage import keys
 from storage.errors import StorageError
-from storage.records import MessageState, decode_index
+from storage.records import MessageState, decode_counts, decode_index
 from storage.store import CF, Delete, DeleteRange, Put
 from tests.workers.support import (
     TIMER_END,
@@ -27,6 +27,7 @@ from workers.clock import FakeClock
 from workers.deliverer import Deliverer
 from workers.scanner import Chunk
 from workers.timers.move import RANGE_DELETE_MIN, move_due
+from workers.txn import Txn
 from workers.writer import Writer
 
 
@@ -249,3 +250,27 @@ def test_an_undecodable_group_timer_is_skipped_not_fatal(
     assert len(scanned) == 2
     assert call(writer, lambda txn: move_due(txn, scanned), durable=False) == 1
     assert [r.msg_id for r in topic_log(store, "t")] == ["a"]
+
+
+def test_a_move_updates_each_topics_counts_once_in_its_own_batch(
+    writer: Writer, store: RecordingStore, clock: FakeClock
+) -> None:
+    due = clock.now_ms() + 100
+    for i in range(600):
+        schedule(writer, "a" if i % 3 else "b", f"m{i}", due)
+    clock.advance(100)
+    staged: list[dict[bytes, tuple[int, int, int]]] = []
+
+    def move(txn: Txn) -> int:
+        moved = move_due(txn, due_entries(store))
+        staged.append(dict(txn.counts))
+        return moved
+
+    writes_before = len(store.writes)
+    assert call(writer, move, durable=False) == 600
+    assert staged == [
+        {keys.topic_counts_key("a"): (-400, 400, 0), keys.topic_counts_key("b"): (-200, 200, 0)}
+    ]
+    assert len(store.writes) == writes_before + 1  # the counts rode in the move's batch
+    counts = {t: decode_counts(store.get(CF.META, keys.topic_counts_key(t))) for t in "ab"}
+    assert counts == {"a": (0, 400, 0), "b": (0, 200, 0)}

@@ -21,7 +21,7 @@ from workers.txn import Txn
 RETENTION = 60_000
 DLQ_RETENTION = 5 * RETENTION
 INVISIBLE = 3_600_000  # held for an hour: the hold, not its end, is what is tested
-ALWAYS_THERE = {keys.RECEIPT_SECRET_KEY, keys.WATERMARK_KEY, keys.PENDING_KEY}
+ALWAYS_THERE = {keys.RECEIPT_SECRET_KEY, keys.WATERMARK_KEY, keys.PENDING_KEY, keys.EVENTS_NEXT_KEY}
 
 
 def every(store: RocksStore, cf: str) -> list[bytes]:
@@ -29,10 +29,10 @@ def every(store: RocksStore, cf: str) -> list[bytes]:
 
 
 def bookkeeping(store: RocksStore) -> list[bytes]:
-    """Meta keys beyond the store's few singletons and the groups' settings."""
-    return [
-        k for k in every(store, CF.META) if k not in ALWAYS_THERE and not k.startswith(b"group")
-    ]
+    """Meta keys beyond the store's few singletons and the groups' settings and counts
+    (one per topic and group, as long as the topic is listed)."""
+    listed = (b"group", keys.TOPIC_COUNTS_PREFIX)
+    return [k for k in every(store, CF.META) if k not in ALWAYS_THERE and not k.startswith(listed)]
 
 
 def started(make_engine: EngineFactory, **overrides: int) -> Engine:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from storage import keys
+from storage.events import EventKind
 from storage.records import GroupState
 from workers import consume
 from workers.timers import hold
@@ -21,8 +22,12 @@ def fire(txn: Txn, key: bytes, value: bytes) -> None:
     timer = hold.decode(PREFIX, key)
     held = consume.current_hold(txn, timer)
     if held is not None and held.state is GroupState.INFLIGHT:
+        consume.emit_event(
+            txn, EventKind.EXPIRED, timer.topic, timer.group, timer.seq, held.attempts
+        )
         settings = consume.group_settings(txn, timer.topic, timer.group)
         consume.fail(txn, timer.topic, timer.group, timer.seq, held, 0, settings)
+        txn.note("expiries")
 
 
 fire_run = one_at_a_time(fire)

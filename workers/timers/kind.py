@@ -14,12 +14,12 @@ log = logging.getLogger("rocktimer.timers")
 INTERNAL_PREFIXES = tuple(
     p.encode() for p in (keys.INVISIBLE_PREFIX, keys.RETRY_PREFIX, keys.SCHEDULE_PREFIX)
 )
-_PERCENT = ord("%")
+PERCENT = ord("%")
 
 
 def internal(key: bytes) -> bool:
     """Whether a timer key is an internal timer (else it is a scheduled message)."""
-    return key[8] == _PERCENT and key.startswith(INTERNAL_PREFIXES, 8)
+    return key[8] == PERCENT and key.startswith(INTERNAL_PREFIXES, 8)
 
 
 class Span:
@@ -36,21 +36,19 @@ class Span:
         self.moved = 0  # messages delivered
 
 
-FireRun = Callable[[Span, int], int]
-"""Fire the entries of one kind from ``start`` on; returns the index of the first entry
-it did not fire (the next kind's)."""
+FireRun = Callable[[Span, int, int], None]
+"""Fire ``span.entries[start:stop]``, a run of timers of one kind, in key order."""
 
 
 def one_at_a_time(fire: Callable[[Txn, bytes, bytes], None]) -> FireRun:
     """A FireRun for a kind whose timers fire one by one; an undecodable key is logged and
     skipped, so one bad key never stalls every delivery behind it."""
 
-    def run(span: Span, start: int) -> int:
-        key, value = span.entries[start]
-        try:
-            fire(span.txn, key, value)
-        except CorruptRecordError as exc:
-            log.error("skipping an undecodable timer: %s", exc)
-        return start + 1
+    def run(span: Span, start: int, stop: int) -> None:
+        for key, value in span.entries[start:stop]:
+            try:
+                fire(span.txn, key, value)
+            except CorruptRecordError as exc:
+                log.error("skipping an undecodable timer: %s", exc)
 
     return run

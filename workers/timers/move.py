@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from storage import keys
 from storage.store import CF
-from workers.timers import invisible, message, retry
-from workers.timers.kind import FireRun, Span, internal
+from workers.timers import invisible, message, retry, schedule
+from workers.timers.kind import PERCENT, FireRun, Span, internal
 from workers.txn import Txn
 
 # Spans this long go with one range delete; shorter ones with point deletes. RocksDB
@@ -20,6 +20,7 @@ RANGE_DELETE_MIN = 512
 KINDS: dict[bytes, FireRun] = {
     invisible.PREFIX.encode(): invisible.fire_run,
     retry.PREFIX.encode(): retry.fire_run,
+    schedule.PREFIX.encode(): schedule.fire_run,
 }
 
 
@@ -47,9 +48,16 @@ def move_due(
         return 0
     unchanged = cancel_mark is not None and cancel_mark == txn.cancels_committed
     span = Span(txn, entries, recheck=not (unchanged and not txn.cancels))
-    i = 0
-    while i < len(entries):
-        i = kind_of(entries[i][0])(span, i)
+    # Internal timers are few and fire one by one; the messages between them, in runs
+    # (a storm is one run: one index multi-get, one tight loop).
+    start = 0
+    for i in [i for i, (k, _) in enumerate(entries) if k[8] == PERCENT and internal(k)]:
+        if start < i:
+            message.fire_run(span, start, i)
+        kind_of(entries[i][0])(span, i, i + 1)
+        start = i + 1
+    if start < len(entries):
+        message.fire_run(span, start, len(entries))
     end = keys.successor(entries[-1][0])
     if len(entries) >= RANGE_DELETE_MIN:
         txn.delete_range(CF.TIMERS, entries[0][0], end)

@@ -21,6 +21,7 @@ def fire(txn: Txn, key: bytes, value: bytes) -> None:
     timer = hold.decode(PREFIX, key)
     held = consume.current_hold(txn, timer)
     if held is not None and held.state is GroupState.RETRYING:
+        txn.count_group(timer.topic, timer.group, retrying=-1)
         consume.make_ready(txn, timer.topic, timer.group, timer.seq, held)
 
 
