@@ -7,6 +7,9 @@ COPY pyproject.toml README.md ./
 COPY app app
 COPY storage storage
 COPY workers workers
+# The rocktimer CLI and the generated client it uses (docker compose exec ... rocktimer tail).
+COPY cli cli
+COPY clients/python clients/python
 RUN python3 -m pip install --no-cache-dir .
 ENV ROCKTIMER_HOST=0.0.0.0 ROCKTIMER_PORT=8080 ROCKTIMER_DATA_DIR=/data
 VOLUME /data

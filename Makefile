@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run test lint fmt bench clean
+.PHONY: run test lint fmt bench clients clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,9 @@ fmt: $(VENV)/.test-stamp
 
 bench: $(VENV)/.test-stamp  ## the quick benchmark profile (see bench/README.md)
 	$(PY) -m bench
+
+clients: $(VENV)/.test-stamp  ## regenerate clients/ (Python, TypeScript) from the served OpenAPI
+	$(PY) -m clients.generate
 
 CYCLES ?= 50
 .PHONY: crash

@@ -1,16 +1,35 @@
-"""``python -m app``: run the service with uvicorn (one worker: one process owns the store)."""
+"""``python -m app``: run the service with uvicorn (one worker: one process owns the store).
+
+What can go wrong at start is said in one line on stderr, never a traceback: a bad
+setting (naming the variable and what it accepts), a data dir another process holds.
+"""
 
 from __future__ import annotations
 
 import gc
 import logging
+import re
+import socket
+import sys
+from typing import Any, NoReturn
 
 import uvicorn
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
+from app import logs
 from app.config import Settings
+from app.http import BoundedHeaders
 from app.main import create_app
+from storage.errors import StorageError
+from workers.runner import Engine
 
 GC_GEN0_THRESHOLD = 70_000
+GRACEFUL_SHUTDOWN_S = 5  # open long polls are answered at once; this bounds the rest
+EXIT_BAD_SETTING = 2  # as a bad command line
+EXIT_CANNOT_START = 1
+
+log = logging.getLogger("rocktimer")
 
 
 def tune_gc() -> None:
@@ -26,23 +45,110 @@ def tune_gc() -> None:
     gc.set_threshold(GC_GEN0_THRESHOLD, 20, 100)
 
 
+def fail(message: str, code: int) -> NoReturn:
+    print(f"rocktimer: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def _accepts(field: str) -> str:
+    """What a setting accepts, from its declaration (type and bounds)."""
+    if field == "api_keys":
+        return 'a JSON object {"<key>": "producer" | "consumer" | "admin", ...}'
+    info = Settings.model_fields[field]
+    choices = getattr(info.annotation, "__args__", None)
+    if choices and all(isinstance(c, str) for c in choices):
+        return " | ".join(choices)
+    if info.annotation is bool:
+        return "true or false"
+    if info.annotation is int:
+        low = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
+        high = next((m.le for m in info.metadata if hasattr(m, "le")), None)
+        if low is not None and high is not None:
+            return f"an integer from {low} to {high}"
+        if low is not None:
+            return f"an integer >= {low}"
+        return "an integer"
+    return "a string"
+
+
+def _env(field: str) -> str:
+    return f"ROCKTIMER_{field.upper()}"
+
+
+def describe(exc: ValidationError | SettingsError) -> str:
+    """One line naming each bad variable, its value and what it accepts."""
+    if isinstance(exc, SettingsError):  # a value pydantic-settings could not even parse
+        found = re.search(r'field "(\w+)"', str(exc))
+        field = found.group(1) if found else "api_keys"
+        return f"bad setting {_env(field)}: not valid JSON; it accepts {_accepts(field)}"
+    parts = []
+    for err in exc.errors(include_url=False):
+        field = str(err["loc"][0])
+        where = ".".join(str(p) for p in err["loc"][1:])
+        value: Any = err.get("input")
+        subject = f"{_env(field)}={value!r}" if not where else f"{_env(field)} ({where!r})"
+        parts.append(f"{subject}: {err['msg']}; it accepts {_accepts(field)}")
+    return "bad setting " + "; ".join(parts)
+
+
+def load_settings() -> Settings:
+    try:
+        return Settings()
+    except (ValidationError, SettingsError) as exc:
+        fail(describe(exc), EXIT_BAD_SETTING)
+
+
+def open_engine(settings: Settings) -> Engine:
+    data_dir = settings.data_dir
+    try:
+        return Engine(settings.engine)
+    except StorageError as exc:
+        if "lock" in str(exc).lower():
+            fail(
+                f"the data dir {data_dir} is in use by another process (it holds "
+                f"{data_dir}/LOCK): stop that one, or set ROCKTIMER_DATA_DIR to another "
+                "directory",
+                EXIT_CANNOT_START,
+            )
+        fail(f"cannot open the data dir {data_dir}: {exc}", EXIT_CANNOT_START)
+    except OSError as exc:
+        fail(f"cannot use the data dir {data_dir}: {exc.strerror or exc}", EXIT_CANNOT_START)
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, which answers the open long polls (empty) the moment a stop
+    begins: each would otherwise hold the stop for up to its wait_ms (30 s)."""
+
+    def __init__(self, config: uvicorn.Config, engine: Engine) -> None:
+        super().__init__(config)
+        self.engine = engine
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.engine.release_long_polls()
+        await super().shutdown(sockets)
+
+
 def main() -> None:
-    settings = Settings()
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    app = create_app(settings)
+    settings = load_settings()
+    logs.configure(settings.log_level, settings.log_format)
+    engine = open_engine(settings)
+    app = create_app(settings, engine=engine)
     tune_gc()
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
-        access_log=False,
+        log_config=None,  # logs.configure's handler formats uvicorn's lines too
+        access_log=False,  # ours (app/access.py) has the time taken
         loop="uvloop",
-        http="httptools",
-        timeout_graceful_shutdown=35,  # a long poll waits at most 30 s
+        http=BoundedHeaders,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+    try:
+        Server(config, engine).run()
+    finally:  # closes the store if the lifespan never ran (it stops the engine itself)
+        engine.stop()
 
 
 if __name__ == "__main__":

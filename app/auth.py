@@ -2,13 +2,17 @@
 configured, that gives each path the role api.md's table asks for.
 
 | role | may call |
-| producer | send, batch send, message status, cancel |
-| consumer | receive, ack, nack, invisibility, per-group message state, GET group settings |
+| producer | send, batch send, message status, cancel, reschedule, list scheduled messages, |
+|          | schedules |
+| consumer | receive, ack, nack, invisibility, per-group message state, GET group settings, |
+|          | list topics, list a topic's groups, GET schedules |
 | admin | everything, including PUT group settings, DLQ list and redrive |
 | (none) | /healthz, /readyz, /metrics, /openapi.json, /docs |
 """
 
 from __future__ import annotations
+
+import hmac
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -16,13 +20,17 @@ from app.config import Role
 from app.errors import problem
 
 
-def required_role(method: str, path: str) -> Role | None:
-    """The role a request needs, or None for the open service endpoints."""
+def required_role(method: str, path: str) -> Role | tuple[Role, ...] | None:
+    """The role a request needs (any one of a tuple), or None for the open endpoints."""
     parts = path.split("/")  # "", "v1", "topics", topic, kind, ...
+    if parts[1:] == ["v1", "topics"]:  # the topic list
+        return Role.CONSUMER
     if len(parts) < 5 or parts[1] != "v1" or parts[2] != "topics":
         return None if not path.startswith("/v1/") else Role.ADMIN
     if parts[4] == "messages":
         return Role.PRODUCER
+    if parts[4] == "schedules":
+        return (Role.PRODUCER, Role.CONSUMER) if method in ("GET", "HEAD") else Role.PRODUCER
     if parts[4] == "groups":
         rest = parts[6:] if len(parts) > 6 else []
         if (not rest and method == "PUT") or (rest and rest[0] == "dlq"):
@@ -34,7 +42,17 @@ def required_role(method: str, path: str) -> Role | None:
 class ApiKeys:
     def __init__(self, app: ASGIApp, keys: dict[str, Role]) -> None:
         self.app = app
-        self.keys = keys
+        self._encoded = [(key.encode(), role) for key, role in keys.items()]
+
+    def _role_of(self, token: str) -> Role | None:
+        """The key's role, compared in constant time against every key (a dict lookup's
+        timing would tell how much of a guess matched)."""
+        given = token.encode()
+        granted = None
+        for key, role in self._encoded:
+            if hmac.compare_digest(key, given):
+                granted = role
+        return granted
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -50,15 +68,17 @@ class ApiKeys:
                 scheme, _, rest = value.decode("latin-1").partition(" ")
                 if scheme.lower() == "bearer":
                     token = rest.strip()
-        granted = self.keys.get(token) if token else None
+        granted = self._role_of(token) if token else None
         if granted is None:
             detail = "unknown API key" if token else "send 'Authorization: Bearer <api key>'"
             await problem(401, "Unauthorized", detail, headers={"WWW-Authenticate": "Bearer"})(
                 scope, receive, send
             )
             return
-        if granted is not role and granted is not Role.ADMIN:
-            detail = f"this API key has role {granted.value!r}; {role.value!r} is needed"
+        allowed = role if isinstance(role, tuple) else (role,)
+        if granted not in allowed and granted is not Role.ADMIN:
+            needed = " or ".join(repr(r.value) for r in allowed)
+            detail = f"this API key has role {granted.value!r}; {needed} is needed"
             await problem(403, "Forbidden", detail)(scope, receive, send)
             return
         await self.app(scope, receive, send)

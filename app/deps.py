@@ -7,12 +7,17 @@ FastAPI dependencies: dependency solving was a third of the event loop's time pe
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from fastapi import Path, Request
+from pydantic import AfterValidator
 
 from app.config import Settings
-from app.schemas import MSG_ID_PATTERN, NAME_PATTERN
+from app.schemas import MSG_ID_PATTERN, NAME_PATTERN, addressable
+from storage.errors import InvalidInput
+from storage.keys import INTERNAL_PREFIXES, RESERVED_PREFIXES
 from workers.runner import Engine
 
 
@@ -28,4 +33,45 @@ def settings_of(request: Request) -> Settings:
 
 TopicPath = Annotated[str, Path(pattern=NAME_PATTERN, description="Topic name (% as %25)")]
 GroupPath = Annotated[str, Path(pattern=NAME_PATTERN, description="Consumer group name")]
-MsgIdPath = Annotated[str, Path(pattern=MSG_ID_PATTERN, description="Message id (uniq key)")]
+ScheduleIdPath = Annotated[
+    str,
+    Path(pattern=MSG_ID_PATTERN, max_length=100, description="Recurring schedule id"),
+]
+MsgIdPath = Annotated[
+    str,
+    Path(pattern=MSG_ID_PATTERN, description="Message id (uniq key)"),
+    AfterValidator(addressable),
+]
+
+
+def _reserved(topic: str, reason: str) -> InvalidInput:
+    return InvalidInput(
+        f"topic: {reason}", [{"loc": ["path", "topic"], "field": "topic", "reason": reason}]
+    )
+
+
+def writable_topic(topic: str) -> str:
+    """A topic a producer may send to: none of the service's own."""
+    if topic.startswith(RESERVED_PREFIXES):
+        raise _reserved(topic, f"names starting with {', '.join(RESERVED_PREFIXES)} are reserved")
+    return topic
+
+
+def readable_topic(topic: str) -> str:
+    """A topic a group may read: any but the internal timer lanes (%DLQ% is readable)."""
+    if topic.startswith(INTERNAL_PREFIXES):
+        raise _reserved(topic, f"names starting with {', '.join(INTERNAL_PREFIXES)} are internal")
+    return topic
+
+
+@dataclass(frozen=True, slots=True)
+class PathParam:
+    type: Any  # the Annotated type FastAPI validates and documents
+    pattern: re.Pattern[str]  # the same rule, for the fast path (app/fastpath.py)
+
+
+PATH_PARAMS = {
+    "topic": PathParam(TopicPath, re.compile(NAME_PATTERN)),
+    "group": PathParam(GroupPath, re.compile(NAME_PATTERN)),
+    "msg_id": PathParam(MsgIdPath, re.compile(MSG_ID_PATTERN)),
+}

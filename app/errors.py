@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from fastapi import FastAPI, Request
@@ -14,61 +14,74 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 
-from storage.errors import RocktimerError, StorageError
-from workers.errors import MessageConflict, MessageNotFound
-from workers.writer import Overloaded, WriterStopped
+from storage.errors import (
+    CorruptRecordError,
+    DiskFullError,
+    Forbidden,
+    InvalidInput,
+    MalformedJson,
+    MessageConflict,
+    MessageNotFound,
+    Overloaded,
+    PayloadTooLarge,
+    RocktimerError,
+    StorageError,
+    Unauthorized,
+    UnsupportedMediaType,
+    WriterStopped,
+)
 
 log = logging.getLogger("rocktimer.app")
 
 PROBLEM = "application/problem+json"
+UNEXPECTED = "an unexpected error occurred"
+UNAVAILABLE = "the store cannot serve this at the moment; retry later"
 
 
-class InvalidInput(RocktimerError):
-    """The request is well-formed HTTP but a field is wrong (422) or the JSON is broken (400)."""
-
-    def __init__(self, detail: str, errors: list[dict[str, Any]], status: int = 422) -> None:
-        super().__init__(detail)
-        self.errors = errors
-        self.status = status
+class Reply(NamedTuple):
+    status: int
+    title: str
+    detail: str | None  # what the client reads; None: the error's own message (ours to show)
 
 
-class UnsupportedMediaType(RocktimerError):
-    """A body that says it is not JSON (415)."""
+# Each class of the tree (storage/errors.py) → its reply. An error gets the entry of the
+# most specific class in its MRO, so a subclass never depends on where it is listed.
+REPLIES: dict[type[Exception], Reply] = {
+    RocktimerError: Reply(500, "Internal Server Error", UNEXPECTED),
+    InvalidInput: Reply(422, "Unprocessable Content", None),
+    MalformedJson: Reply(400, "Bad Request", None),
+    Unauthorized: Reply(401, "Unauthorized", None),
+    Forbidden: Reply(403, "Forbidden", None),
+    MessageNotFound: Reply(404, "Not Found", None),
+    MessageConflict: Reply(409, "Conflict", None),
+    PayloadTooLarge: Reply(413, "Payload Too Large", None),
+    UnsupportedMediaType: Reply(415, "Unsupported Media Type", None),
+    Overloaded: Reply(429, "Too Many Requests", None),
+    WriterStopped: Reply(503, "Service Unavailable", None),
+    StorageError: Reply(503, "Service Unavailable", UNAVAILABLE),
+    DiskFullError: Reply(503, "Service Unavailable", None),
+    CorruptRecordError: Reply(500, "Internal Server Error", UNEXPECTED),
+}
+_UNKNOWN = Reply(500, "Internal Server Error", UNEXPECTED)
 
 
-class PayloadTooLarge(RocktimerError):
-    """A body or a whole request over its configured limit (413)."""
+def reply_of(exc: BaseException) -> Reply:
+    for cls in type(exc).__mro__:
+        found = REPLIES.get(cls)
+        if found is not None:
+            return found
+    return _UNKNOWN
 
 
-class Unauthorized(RocktimerError):
-    """No API key, or one we do not know (401)."""
+def status_of(exc: BaseException) -> tuple[int, str]:
+    found = reply_of(exc)
+    return found.status, found.title
 
 
-class Forbidden(RocktimerError):
-    """A known API key whose role may not call this (403)."""
-
-
-# class → (status, title); the most specific class listed first wins.
-_STATUS: list[tuple[type[Exception], int, str]] = [
-    (MessageNotFound, 404, "Not Found"),
-    (MessageConflict, 409, "Conflict"),
-    (PayloadTooLarge, 413, "Payload Too Large"),
-    (UnsupportedMediaType, 415, "Unsupported Media Type"),
-    (Unauthorized, 401, "Unauthorized"),
-    (Forbidden, 403, "Forbidden"),
-    (Overloaded, 429, "Too Many Requests"),
-    (WriterStopped, 503, "Service Unavailable"),
-    (StorageError, 503, "Service Unavailable"),
-]
-
-
-def status_of(exc: Exception) -> tuple[int, str]:
-    if isinstance(exc, InvalidInput):
-        return exc.status, "Bad Request" if exc.status == 400 else "Unprocessable Content"
-    for cls, status, title in _STATUS:
-        if isinstance(exc, cls):
-            return status, title
-    return 500, "Internal Server Error"
+def public_detail(exc: BaseException) -> str:
+    """What a client may read about ``exc``: never an internal message."""
+    found = reply_of(exc)
+    return str(exc) if found.detail is None else found.detail
 
 
 def problem(
@@ -115,7 +128,7 @@ def invalid(exc: ValidationError, prefix: Sequence[str | int] = ("body",)) -> In
     broken = any(e["type"] == "json_invalid" for e in raw)
     errors = field_errors(raw, prefix)
     detail = "; ".join(f"{e['field']}: {e['reason']}" for e in errors)
-    return InvalidInput(detail, errors, 400 if broken else 422)
+    return (MalformedJson if broken else InvalidInput)(detail, errors)
 
 
 def _summary(errors: list[dict[str, Any]]) -> str:
@@ -146,23 +159,39 @@ def allowed_methods(app: FastAPI, request: Request) -> list[str]:
     return sorted(methods)
 
 
-def render(exc: RocktimerError) -> Response:
-    """The problem document of one of our errors (the one mapping of errors to HTTP)."""
-    status, title = status_of(exc)
-    if status >= 500 and status != 503:
-        log.error("unexpected error: %r", exc)
-    headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, Overloaded) else None
-    if isinstance(exc, StorageError | WriterStopped):
+def render(exc: Exception) -> Response:
+    """The problem document of any error (the one mapping of errors to HTTP): ours by
+    REPLIES, anything else a 500 that says nothing of its cause (logged here)."""
+    if not isinstance(exc, RocktimerError):
+        log.error("unhandled error", exc_info=exc)
+        return problem(500, _UNKNOWN.title, UNEXPECTED)
+    found = reply_of(exc)
+    if found.status >= 500:
+        log.log(
+            logging.WARNING if found.status == 503 else logging.ERROR,
+            "%s: %s",
+            type(exc).__name__,
+            exc,
+        )
+    headers = None
+    if isinstance(exc, Overloaded):
+        headers = {"Retry-After": str(exc.retry_after_s)}
+    elif found.status == 503:
         headers = {"Retry-After": "1"}
     errors = exc.errors if isinstance(exc, InvalidInput) else None
-    return problem(status, title, str(exc), errors, headers)
+    return problem(found.status, found.title, public_detail(exc), errors, headers)
 
 
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every exception into a problem document."""
 
     @app.exception_handler(RocktimerError)
-    async def _domain(_: Request, exc: RocktimerError) -> Response:
+    async def _ours(_: Request, exc: RocktimerError) -> Response:
+        return render(exc)
+
+    # Starlette runs an Exception handler as its last resort, outside the other handlers.
+    @app.exception_handler(Exception)
+    async def _any(_: Request, exc: Exception) -> Response:
         return render(exc)
 
     @app.exception_handler(RequestValidationError)
@@ -178,8 +207,3 @@ def install(app: FastAPI) -> None:
         if exc.status_code == 405:
             headers["Allow"] = ", ".join(allowed_methods(app, request))
         return problem(exc.status_code, title, detail, headers=headers)
-
-    @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> Response:
-        log.exception("unhandled error")
-        return problem(500, "Internal Server Error", "an unexpected error occurred")

@@ -1,79 +1,102 @@
-"""The hot calls without the framework's per-request machinery.
+"""Hot routes, declared once and served two ways: by FastAPI, and by an ASGI fast path
+without the framework's per-request machinery.
 
-Sends, batch sends, receives, acks and nacks are most of the service's traffic, and the
-profiles (bench figures 1 and 3) put more of their cost in FastAPI's routing, dependency
-solving and exception middlewares than in the calls themselves. This pure ASGI middleware
-answers exactly those POST paths with the same functions the FastAPI routes call and the
-same error rendering (``errors.render``), so the two cannot drift apart; every other
-request, and any path it does not recognise, goes on to FastAPI. The routes stay the
-documented operations in /openapi.json.
+Sends, batch sends, receives, acks, nacks and reschedules are most of the service's
+traffic, and the profiles (bench figures 1 and 3) put more of their cost in FastAPI's
+routing, dependency solving and exception middlewares than in the calls themselves. A
+route declared with ``fast_route`` is registered with its FastAPI router (so it is a
+documented operation in /openapi.json, and reachable through FastAPI alike) and with the
+``FastPaths`` middleware, which answers the same method and path template with the same
+function and the same error rendering (``errors.render``): the two cannot drift apart.
+Every other request, and any path the middleware does not recognise, goes on to FastAPI.
 """
 
 from __future__ import annotations
 
-import logging
+import inspect
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
-from starlette.requests import Request
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.config import Settings
-from app.errors import InvalidInput, problem, render
-from app.routes import consumers, producers
-from app.schemas import NAME_PATTERN
-from storage.errors import RocktimerError
-from workers.runner import Engine
+from app.access import ROUTE_KEY
+from app.deps import PATH_PARAMS, engine_of, settings_of
+from app.errors import render
+from storage.errors import InvalidInput
 
-log = logging.getLogger("rocktimer.app")
-
-_PREFIX = "/v1/topics/"
-_NAME = re.compile(NAME_PATTERN)
-
-TopicCall = Callable[[Engine, Settings, str, Request], Awaitable[Response]]
-GroupCall = Callable[[Engine, str, str, Request], Awaitable[Response]]
-
-# /v1/topics/{topic}/<these>
-_TOPIC_CALLS: dict[tuple[str, ...], TopicCall] = {
-    ("messages",): producers.schedule_one,
-    ("messages", "batch"): producers.schedule_many,
-}
-# /v1/topics/{topic}/groups/{group}/<these>
-_GROUP_CALLS: dict[str, GroupCall] = {
-    "receive": consumers.take,
-    "ack": consumers.settle,
-    "nack": consumers.fail,
-}
+Call = Callable[..., Awaitable[Response]]
+"""``call(engine, settings, request, **path_params)`` -> the response."""
 
 
-def _name(field: str, value: str) -> str:
-    if not _NAME.fullmatch(value):
-        reason = f"String should match pattern '{NAME_PATTERN}'"
+@dataclass(frozen=True, slots=True)
+class FastRoute:
+    method: str
+    segments: tuple[str, ...]  # the path template split on "/"; "{name}" is a parameter
+    call: Call
+    template: str  # as FastAPI declares it: the route label of metrics and logs
+
+
+FAST_ROUTES: list[FastRoute] = []  # filled by fast_route as the route modules load
+
+
+def fast_route(router: APIRouter, method: str, path: str, **route: Any) -> Callable[[Call], Call]:
+    """Declare a hot route once: a FastAPI route of ``router`` (``route`` holds its OpenAPI
+    arguments) and a fast-path entry for the same method and path."""
+    template = router.prefix + path
+    names = re.findall(r"{(\w+)}", template)
+
+    def register(call: Call) -> Call:
+        async def endpoint(request: Request, **params: str) -> Response:
+            return await call(engine_of(request), settings_of(request), request, **params)
+
+        # FastAPI reads the path parameters (their validation and docs) off the signature.
+        request_param = inspect.Parameter(
+            "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request
+        )
+        path_params = [
+            inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=PATH_PARAMS[n].type)
+            for n in names
+        ]
+        endpoint.__signature__ = inspect.Signature([request_param, *path_params])  # type: ignore[attr-defined]
+        endpoint.__name__ = call.__name__
+        endpoint.__doc__ = call.__doc__
+        router.add_api_route(path, endpoint, methods=[method], **route)
+        FAST_ROUTES.append(FastRoute(method, tuple(template.split("/")), call, template))
+        return call
+
+    return register
+
+
+def _param(name: str, value: str) -> str:
+    pattern = PATH_PARAMS[name].pattern
+    if not pattern.fullmatch(value):
+        reason = f"String should match pattern '{pattern.pattern}'"
         raise InvalidInput(
-            f"{field}: {reason}", [{"loc": ["path", field], "field": field, "reason": reason}]
+            f"{name}: {reason}", [{"loc": ["path", name], "field": name, "reason": reason}]
         )
     return value
 
 
-def _route(path: str) -> Callable[[Engine, Settings, Request], Awaitable[Response]] | None:
-    """The call for a hot path, with its path parameters bound; None: not one of them."""
-    if not path.startswith(_PREFIX):
-        return None
-    parts = path[len(_PREFIX) :].split("/")
-    topic, rest = parts[0], tuple(parts[1:])
-    if not topic or "" in rest:  # an empty name matches no route: FastAPI's 404
-        return None
-    topic_call = _TOPIC_CALLS.get(rest)
-    if topic_call is not None:
-        return lambda engine, settings, request: topic_call(
-            engine, settings, _name("topic", topic), request
-        )
-    if len(rest) == 3 and rest[0] == "groups" and rest[2] in _GROUP_CALLS:
-        group_call, group = _GROUP_CALLS[rest[2]], rest[1]
-        return lambda engine, _, request: group_call(
-            engine, _name("topic", topic), _name("group", group), request
-        )
+def match(method: str, path: str) -> tuple[FastRoute, dict[str, str]] | None:
+    """The fast route for a request and its raw path parameters; None: not a hot path."""
+    parts = path.split("/")
+    for route in FAST_ROUTES:
+        if route.method != method or len(route.segments) != len(parts):
+            continue
+        params: dict[str, str] = {}
+        for want, got in zip(route.segments, parts, strict=True):
+            if want.startswith("{"):
+                if not got:  # an empty name matches no route: FastAPI's 404
+                    break
+                params[want[1:-1]] = got
+            elif want != got:
+                break
+        else:
+            return route, params
     return None
 
 
@@ -82,18 +105,16 @@ class FastPaths:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        call = (
-            _route(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
-        )
-        if call is None:
+        found = match(scope["method"], scope["path"]) if scope["type"] == "http" else None
+        if found is None:
             await self.app(scope, receive, send)
             return
+        route, raw = found
+        call, scope[ROUTE_KEY] = route.call, route.template  # the access log's label
         state = scope["app"].state
         try:
-            response = await call(state.engine, state.settings, Request(scope, receive))
-        except RocktimerError as exc:
+            params = {name: _param(name, value) for name, value in raw.items()}
+            response = await call(state.engine, state.settings, Request(scope, receive), **params)
+        except Exception as exc:  # the same rendering as FastAPI's handler: never a bare 500
             response = render(exc)
-        except Exception:  # as FastAPI's last-resort handler: a problem, never a bare 500
-            log.exception("unhandled error")
-            response = problem(500, "Internal Server Error", "an unexpected error occurred")
         await response(scope, receive, send)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import PayloadTooLarge, problem
+from app.errors import problem
+from storage.errors import PayloadTooLarge
 
 
 class BodyLimit:

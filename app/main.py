@@ -6,35 +6,38 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
-from pydantic.json_schema import models_json_schema
 
-from app import errors
+from app import errors, openapi
+from app.access import AccessLog
 from app.auth import ApiKeys
 from app.config import Settings
 from app.fastpath import FastPaths
 from app.limits import BodyLimit, HeadAsGet
-from app.metrics import LatenessHistogram, registry_for
-from app.routes import admin, consumers, producers, service
-from app.schemas import REQUEST_MODELS
+from app.metrics import RequestTimes, registry_for
+from app.routes import admin, browse, consumers, producers, schedules, service
 from workers.clock import Clock
 from workers.runner import Engine
 
 log = logging.getLogger("rocktimer")
 
 
-def create_app(settings: Settings | None = None, clock: Clock | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, clock: Clock | None = None, engine: Engine | None = None
+) -> FastAPI:
+    """The service; ``engine``: one already opened on ``settings.engine`` (``python -m app``
+    opens it first, to say in one line why it cannot), else the lifespan opens one."""
     settings = settings or Settings()
-    lateness = LatenessHistogram()
+    request_times = RequestTimes()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = Engine(settings.engine, clock, observe_lateness=lateness.observe_many)
+        nonlocal engine
+        engine = engine or Engine(settings.engine, clock)
         engine.start()
         app.state.engine = engine
-        app.state.registry = registry_for(engine, lateness)
+        app.state.registry = registry_for(engine, request_times)
         if not settings.api_keys:
             log.warning("ROCKTIMER_API_KEYS is not set: the API is open to anyone (development)")
         log.info(
@@ -45,7 +48,9 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         try:
             yield
         finally:
+            engine.release_long_polls()  # if the server did not already at its stop signal
             await asyncio.to_thread(engine.stop)
+            engine = None
             log.info("rocktimer stopped cleanly")
 
     app = FastAPI(
@@ -58,36 +63,24 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         lifespan=lifespan,
         # No trailing-slash redirects: ".../messages/%2F" must not 307 to another resource.
         redirect_slashes=False,
+        docs_url=None,  # served from the package's own Swagger UI copy (routes/service.py)
+        redoc_url=None,  # it loads from a CDN: blank without internet
     )
     app.state.settings = settings
     errors.install(app)
     app.include_router(producers.router)
+    app.include_router(schedules.router)
     app.include_router(consumers.router)
     app.include_router(admin.router)
+    app.include_router(browse.router)
     app.include_router(service.router)
+    service.mount_docs(app)
     app.add_middleware(FastPaths)  # innermost: after the size limit and the API keys
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(HeadAsGet)
     if settings.api_keys:
         app.add_middleware(ApiKeys, keys=settings.api_keys)
-    _document_request_bodies(app)
+    # Outermost: times and logs every request, refused ones included.
+    app.add_middleware(AccessLog, times=request_times, log_requests=settings.access_log)
+    openapi.install(app)
     return app
-
-
-def _document_request_bodies(app: FastAPI) -> None:
-    """Add the request-body models (parsed by hand from raw bytes) to the OpenAPI components."""
-    original = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is not None:
-            return app.openapi_schema
-        schema = original()
-        _, defs = models_json_schema(
-            [(m, "validation") for m in REQUEST_MODELS],
-            ref_template="#/components/schemas/{model}",
-        )
-        schema.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
-        app.openapi_schema = schema
-        return schema
-
-    app.openapi = openapi  # type: ignore[method-assign]

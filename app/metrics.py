@@ -1,11 +1,14 @@
-"""Prometheus metrics, one registry per app (tests run several apps in one process)."""
+"""Prometheus metrics, one registry per app (tests run several apps in one process).
+
+Everything is read at scrape time from what the engine keeps anyway: the counters of the
+browsing endpoints (workers/browse.py) for the per-group gauges, the writer's and the
+syncer's histograms, the consumption events. Nothing here is counted twice.
+"""
 
 from __future__ import annotations
 
-import bisect
 import threading
-from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
@@ -16,51 +19,97 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from workers import browse
+from workers.histogram import Histogram
+from workers.lag import DUE_COUNT_CAP
 from workers.runner import Engine
 
-# Lateness buckets in ms: the target is p99 <= 10 ms, so resolve the low end finely.
-LATENESS_BUCKETS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 60_000)
+REQUEST_BOUNDS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30)
+METRICS_MAX_TOPICS = 1_000  # per scrape: the per-group gauges stay a bounded set of series
+METRICS_MAX_GROUPS = 100  # per topic
+EVENTS = {
+    "acks": "Messages acknowledged",
+    "nacks": "Messages failed by a nack",
+    "expiries": "Invisibilities that ran out (failed attempts)",
+    "dead_letters": "Messages moved to a dead-letter queue",
+    "redrives": "Dead letters put back into their group's flow",
+}
 
 
-class LatenessHistogram:
-    """delivered - deliver_at, observed a whole move at a time (a storm moves millions)."""
+class RequestTimes:
+    """Request latency by route template and method (the fast path's routes included)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.counts = [0] * (len(LATENESS_BUCKETS_MS) + 1)
-        self.total_ms = 0
+        self._by_route: dict[tuple[str, str], Histogram] = {}
 
-    def observe_many(self, values_ms: Iterable[int]) -> None:
-        local = [0] * len(self.counts)
-        total = 0
-        # A move of thousands mostly shares a few lateness values: count them in C first.
-        for v, n in Counter(values_ms).items():
-            local[bisect.bisect_left(LATENESS_BUCKETS_MS, v)] += n
-            total += v * n
-        with self._lock:
-            for i, n in enumerate(local):
-                self.counts[i] += n
-            self.total_ms += total
+    def observe(self, route: str, method: str, seconds: float) -> None:
+        hist = self._by_route.get((route, method))
+        if hist is None:
+            with self._lock:
+                hist = self._by_route.setdefault((route, method), Histogram(REQUEST_BOUNDS_S))
+        hist.observe(seconds)
 
     def family(self) -> HistogramMetricFamily:
-        with self._lock:
-            counts, total = list(self.counts), self.total_ms
-        cumulative, buckets = 0, []
-        for bound, n in zip((*LATENESS_BUCKETS_MS, None), counts, strict=True):
-            cumulative += n
-            buckets.append(("+Inf" if bound is None else str(bound / 1000), cumulative))
-        return HistogramMetricFamily(
-            "rocktimer_delivery_lateness_seconds",
-            "Delivered minus deliver_at, per message",
-            buckets=buckets,
-            sum_value=total / 1000,
+        family = HistogramMetricFamily(
+            "rocktimer_request_duration_seconds",
+            "HTTP request latency, by route template and method",
+            labels=["route", "method"],
         )
+        with self._lock:
+            routes = sorted(self._by_route.items())
+        for (route, method), hist in routes:
+            buckets, total = _buckets(hist)
+            family.add_metric([route, method], buckets, total)
+        return family
+
+
+def _buckets(hist: Histogram, scale: float = 1) -> tuple[list[tuple[str, float]], float]:
+    """Cumulative Prometheus buckets of ``hist`` and its sum, times ``scale``."""
+    counts, total = hist.snapshot()
+    cumulative, out = 0, list[tuple[str, float]]()
+    for bound, n in zip((*hist.bounds, None), counts, strict=True):
+        cumulative += n
+        out.append(("+Inf" if bound is None else repr(bound * scale), cumulative))
+    return out, total * scale
+
+
+def histogram(name: str, doc: str, hist: Histogram, scale: float = 1) -> HistogramMetricFamily:
+    buckets, total = _buckets(hist, scale)
+    return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=total)
+
+
+def _group_gauges(engine: Engine) -> Sequence[GaugeMetricFamily]:
+    """Backlog, in flight, retrying and dead per (topic, group): the same counts as
+    GET /v1/topics/{topic}/groups."""
+    labels = ["topic", "group"]
+    families = {
+        "backlog": GaugeMetricFamily(
+            "rocktimer_group_backlog", "Messages the group has not received yet", labels=labels
+        ),
+        "inflight": GaugeMetricFamily(
+            "rocktimer_group_inflight", "Received, not yet acked or failed", labels=labels
+        ),
+        "retrying": GaugeMetricFamily(
+            "rocktimer_group_retrying", "Failed, waiting for the retry delay", labels=labels
+        ),
+        "dead": GaugeMetricFamily(
+            "rocktimer_group_dead", "Dead letters from this topic", labels=labels
+        ),
+    }
+    topics, _ = browse.topics(engine.store, None, METRICS_MAX_TOPICS)
+    for t in topics:
+        groups, _ = browse.groups(engine.store, t.topic, None, METRICS_MAX_GROUPS)
+        for g in groups:
+            for field, family in families.items():
+                family.add_metric([t.topic, g.group], getattr(g, field))
+    return list(families.values())
 
 
 class EngineCollector(Collector):
-    def __init__(self, engine: Engine, lateness: LatenessHistogram) -> None:
+    def __init__(self, engine: Engine, requests: RequestTimes) -> None:
         self.engine = engine
-        self.lateness = lateness
+        self.requests = requests
 
     def collect(self) -> Iterator[Metric]:
         e = self.engine
@@ -80,14 +129,50 @@ class EngineCollector(Collector):
         yield GaugeMetricFamily(
             "rocktimer_long_polls", "Receivers waiting in a long poll", e.long_polls.waiting
         )
+        yield GaugeMetricFamily(
+            "rocktimer_due_backlog_timers",
+            "Due timers not yet in their topic log (those not yet scanned: up to "
+            f"{DUE_COUNT_CAP:,})",
+            e.lag.timers(),
+        )
+        yield GaugeMetricFamily(
+            "rocktimer_due_backlog_oldest_seconds",
+            "How long the oldest due timer not yet in its topic log has been due",
+            e.lag.age_ms() / 1000,
+        )
+        yield CounterMetricFamily(
+            "rocktimer_sends_refused_lagging",
+            "Sends answered 429 because deliveries lagged",
+            e.lag.refused,
+        )
+        yield from _group_gauges(e)
         yield CounterMetricFamily(
             "rocktimer_delivered_timers", "Timers moved into topic logs", e.deliverer.moved
         )
         yield CounterMetricFamily("rocktimer_commits", "Group commits written", e.writer.batches)
-        yield self.lateness.family()
+        yield CounterMetricFamily(
+            "rocktimer_retention_lost",
+            "Messages a group had not consumed when their retention ended (gone for it)",
+            e.sweeper.lost,
+        )
+        for event, doc in EVENTS.items():
+            yield CounterMetricFamily(f"rocktimer_{event}", doc, e.tallies[event])
+        yield histogram(
+            "rocktimer_delivery_lateness_seconds",
+            "Delivered minus max(deliver_at, accepted at), per message",
+            e.lateness_ms,
+            scale=1 / 1000,
+        )
+        yield histogram(
+            "rocktimer_wal_fsync_seconds", "Time of each WAL fsync", e.writer.fsync_seconds
+        )
+        yield histogram(
+            "rocktimer_writer_batch_ops", "Ops per group commit (batch)", e.writer.batch_ops
+        )
+        yield self.requests.family()
 
 
-def registry_for(engine: Engine, lateness: LatenessHistogram) -> CollectorRegistry:
+def registry_for(engine: Engine, requests: RequestTimes) -> CollectorRegistry:
     registry = CollectorRegistry()
-    registry.register(EngineCollector(engine, lateness))
+    registry.register(EngineCollector(engine, requests))
     return registry

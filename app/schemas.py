@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from workers.retry import DELAY_LEVELS_MS, MAX_RETRY_DELAY_MS, GroupSettings
 
@@ -18,12 +18,45 @@ MSG_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 U63 = 2**63 - 1  # times and durations fit a signed 64-bit int in every client language
 MAX_BATCH = 1000
 
-MsgId = Annotated[str, Field(pattern=MSG_ID_PATTERN, examples=["order-42"])]
+UNADDRESSABLE_IDS = frozenset({".", ".."})  # match the pattern, but a URL path drops them
+
+
+def addressable(msg_id: str) -> str:
+    """Refuse the msg_ids no URL can name (``.../messages/..`` is the parent path)."""
+    if msg_id in UNADDRESSABLE_IDS:
+        raise ValueError("'.' and '..' cannot be addressed in a URL")
+    return msg_id
+
+
+MsgId = Annotated[
+    str, Field(pattern=MSG_ID_PATTERN, examples=["order-42"]), AfterValidator(addressable)
+]
 Millis = Annotated[int, Field(ge=0, le=U63)]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _absent_not_null(schema: dict[str, Any]) -> None:
+    """Replies leave an absent member out and never send null: say so in the schema, so
+    generated clients type it ``Unset | int`` rather than ``None | Unset | int``."""
+    required = set(schema.get("required", ()))
+    for name, prop in schema.get("properties", {}).items():
+        branches = prop.get("anyOf")
+        if name in required or not branches or "default" not in prop:
+            continue
+        kept = [b for b in branches if b != {"type": "null"}]
+        if len(kept) < len(branches) and prop["default"] is None:
+            del prop["anyOf"], prop["default"]
+            if len(kept) == 1:
+                prop.update(kept[0])
+            else:
+                prop["anyOf"] = kept
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_absent_not_null)
 
 
 class SendMessage(_Strict):
@@ -38,6 +71,57 @@ class SendMessage(_Strict):
     deliver_at_ms: Millis | None = None
     delay_ms: Millis | None = None
     delay_level: Annotated[int, Field(ge=1, le=len(DELAY_LEVELS_MS))] | None = None
+
+
+class RescheduleMessage(_Strict):
+    """The new delivery time: exactly one of deliver_at_ms, delay_ms (from now),
+    delay_level. A time already past delivers at once."""
+
+    deliver_at_ms: Millis | None = None
+    delay_ms: Millis | None = None
+    delay_level: Annotated[int, Field(ge=1, le=len(DELAY_LEVELS_MS))] | None = None
+
+
+CronText = Annotated[str, Field(min_length=1, max_length=256, examples=["30 2 * * MON-FRI"])]
+
+
+class PutSchedule(_Strict):
+    """A recurring schedule: exactly one of cron (five fields, in ``timezone``) and
+    every_ms; each fire is one message with this body, properties and tag."""
+
+    cron: (
+        Annotated[str, Field(min_length=1, max_length=256, examples=["30 2 * * MON-FRI"])] | None
+    ) = None
+    every_ms: Annotated[int, Field(ge=1_000, le=U63)] | None = None
+    timezone: Annotated[str, Field(min_length=1, max_length=64, examples=["Europe/Berlin"])] = "UTC"
+    body: str
+    body_encoding: Literal["utf8", "base64"] = "utf8"
+    properties: dict[str, Annotated[str, Field(max_length=4096)]] | None = None
+    tag: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    start_at_ms: Millis | None = None
+    end_at_ms: Millis | None = None
+
+
+class ScheduleView(BaseModel):
+    topic: str
+    schedule_id: str
+    cron: str | None
+    every_ms: int | None
+    timezone: str
+    body: str
+    body_encoding: Literal["utf8", "base64"]
+    properties: dict[str, str]
+    tag: str | None
+    start_at_ms: int | None
+    end_at_ms: int | None
+    created_at_ms: int
+    next_fire_at_ms: int | None
+    last_fire_at_ms: int | None = None
+
+
+class SchedulePage(BaseModel):
+    items: list[ScheduleView]
+    next_cursor: str | None = None
 
 
 class SendBatch(_Strict):
@@ -55,7 +139,7 @@ class BatchEnvelope(_Strict):
 MessageStateName = Literal["scheduled", "delivered", "cancelled"]
 
 
-class SendResult(BaseModel):
+class SendResult(_Reply):
     topic: str
     msg_id: str
     state: MessageStateName
@@ -63,7 +147,7 @@ class SendResult(BaseModel):
     created_at_ms: int
 
 
-class BatchItemResult(BaseModel):
+class BatchItemResult(_Reply):
     index: int
     status: int
     msg_id: str | None = None
@@ -72,11 +156,11 @@ class BatchItemResult(BaseModel):
     error: str | None = None
 
 
-class BatchResult(BaseModel):
+class BatchResult(_Reply):
     results: list[BatchItemResult]
 
 
-class MessageView(BaseModel):
+class MessageView(_Reply):
     topic: str
     msg_id: str
     state: MessageStateName
@@ -88,7 +172,7 @@ class MessageView(BaseModel):
     properties: dict[str, str]
 
 
-class CancelResult(BaseModel):
+class CancelResult(_Reply):
     topic: str
     msg_id: str
     state: Literal["cancelled"]
@@ -101,7 +185,7 @@ class ReceiveRequest(_Strict):
     invisible_ms: Annotated[int, Field(ge=1_000, le=43_200_000)] = 30_000
 
 
-class ReceivedMessage(BaseModel):
+class ReceivedMessage(_Reply):
     topic: str
     msg_id: str
     source_topic: str | None = None  # set on dead letters: the topic it failed on
@@ -115,7 +199,7 @@ class ReceivedMessage(BaseModel):
     receipt: str
 
 
-class ReceiveResult(BaseModel):
+class ReceiveResult(_Reply):
     messages: list[ReceivedMessage]
 
 
@@ -126,12 +210,12 @@ class AckRequest(_Strict):
     receipts: Annotated[list[Receipt], Field(min_length=1, max_length=MAX_BATCH)]
 
 
-class ReceiptResult(BaseModel):
+class ReceiptResult(_Reply):
     receipt: str
     status: Literal["acked", "expired", "unknown"]
 
 
-class AckResult(BaseModel):
+class AckResult(_Reply):
     results: list[ReceiptResult]
 
 
@@ -140,12 +224,12 @@ class NackRequest(_Strict):
     delay_ms: Annotated[int, Field(ge=0, le=MAX_RETRY_DELAY_MS)] | None = None
 
 
-class NackReceiptResult(BaseModel):
+class NackReceiptResult(_Reply):
     receipt: str
     status: Literal["nacked", "expired", "unknown"]
 
 
-class NackResult(BaseModel):
+class NackResult(_Reply):
     results: list[NackReceiptResult]
 
 
@@ -154,18 +238,18 @@ class InvisibilityRequest(_Strict):
     invisible_ms: Annotated[int, Field(ge=1_000, le=43_200_000)]
 
 
-class InvisibilityResult(BaseModel):
+class InvisibilityResult(_Reply):
     receipt: str
 
 
-class GroupMessageState(BaseModel):
-    state: Literal["pending", "inflight", "retrying", "acked", "dead"]
+class GroupMessageState(_Reply):
+    state: Literal["pending", "inflight", "retrying", "acked", "dead", "filtered"]
     attempts: int
     next_visible_ms: int | None = None
     last_failure_ms: int | None = None
 
 
-class DeadLetterItem(BaseModel):
+class DeadLetterItem(_Reply):
     topic: str
     msg_id: str
     attempts: int
@@ -173,43 +257,87 @@ class DeadLetterItem(BaseModel):
     dead_at_ms: int
 
 
-class DeadLetterPage(BaseModel):
+class DeadLetterPage(_Reply):
     items: list[DeadLetterItem]
     next_cursor: str | None = None
 
 
-class RedriveResult(BaseModel):
+class RedriveResult(_Reply):
     topic: str
     group: str
     msg_id: str
     state: Literal["pending"]
 
 
-class FieldError(BaseModel):
+class TopicItem(_Reply):
+    """A topic and its counts (kept as messages change, never counted by a scan)."""
+
+    topic: str
+    scheduled: int = Field(description="Messages scheduled, not yet due")
+    delivered: int = Field(description="Messages delivered into the topic since it began")
+    cancelled: int = Field(description="Messages cancelled since the topic began")
+
+
+class TopicPage(_Reply):
+    items: list[TopicItem]
+    next_cursor: str | None = None
+
+
+class GroupItem(_Reply):
+    """A consumer group of a topic and where it stands."""
+
+    group: str
+    backlog: int = Field(description="Messages the group has not received yet")
+    inflight: int = Field(description="Received, not yet acked or failed")
+    retrying: int = Field(description="Failed, waiting for the retry delay")
+    dead: int = Field(description="Dead letters from this topic")
+    filter: str = Field(description="Tag filter expression ('*': every message)")
+    push: dict[str, Any] | None = Field(None, description="Push delivery settings, if any")
+
+
+class GroupPage(_Reply):
+    items: list[GroupItem]
+    next_cursor: str | None = None
+
+
+class MessagePage(_Reply):
+    items: list[MessageView]
+    next_cursor: str | None = Field(
+        None,
+        description="Present while more may follow; a page may be short (even empty) "
+        "and still have a next one",
+    )
+
+
+class FieldError(_Reply):
     loc: list[str | int]
     field: str
     reason: str
 
 
-class Problem(BaseModel):
+class Problem(_Reply):
     """RFC 9457 problem details: every error the service returns has this shape."""
 
-    type: str = "about:blank"
+    type: str  # "about:blank": the status code says it all
     title: str
     status: int
     detail: str
     errors: list[FieldError] | None = None
 
 
-class Health(BaseModel):
-    status: str
+class Health(_Reply):
+    status: str  # alive (healthz); ready, or lagging: deliveries behind, sends get 429
     pending_timers: int | None = None
     writer_queue: int | None = None
+    due_backlog_timers: int | None = None
+    due_backlog_oldest_ms: int | None = None
 
 
 REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     SendMessage,
     SendBatch,
+    RescheduleMessage,
+    PutSchedule,
     ReceiveRequest,
     AckRequest,
     NackRequest,

@@ -1,9 +1,10 @@
 """``python -m bench`` (``make bench``): every figure, one table on stdout.
 
 BENCH_SCALE=full for the full sizes; BENCH_STORM_N, BENCH_CONSUME_N, BENCH_NACK_N,
-BENCH_PENDING_N, BENCH_RECLAIM_N, BENCH_PIPELINE_N and BENCH_GROWTH_LEVELS override single
-sizes (see bench/scale.py); figure 10 (Spark) runs only when named or with BENCH_SCALE=full.
-Figure numbers as arguments run only those: ``python -m bench 5 7``.
+BENCH_PENDING_N, BENCH_RECLAIM_N, BENCH_GROWTH_LEVELS (bench/scale.py), BENCH_SCHEDULES_N
+and BENCH_FILTER_N override single sizes; BENCH_PIPELINE_N sizes figure 15 (Spark), which
+runs only when named or with BENCH_SCALE=full. Figure numbers as arguments run only those:
+``python -m bench 5 7``.
 Progress goes to stderr. See bench/README.md for what each figure measures.
 """
 
@@ -15,15 +16,20 @@ from collections.abc import Callable
 
 from bench import (
     batch,
+    events,
+    filtered,
     growth,
     lateness,
+    ontime,
     pending,
     pipeline,
     receive,
     reclaim,
     redis_alt,
     report,
+    reschedule,
     scale,
+    schedules,
     send,
     storm,
 )
@@ -75,12 +81,30 @@ def figures(s: scale.Scale) -> list[Figure]:
             "growth curve",
             lambda: growth.run_figure(levels=s.growth_levels, profile=s.name),
         ),
-        ("10", "Spark pipeline", lambda: pipeline.run_figure(n=s.pipeline_n)),
+        (
+            "10",
+            "on time under load",
+            lambda: ontime.run_figure(seconds=s.ontime_seconds),
+        ),
+        (
+            "11",
+            "event log on vs off",
+            lambda: events.run_figure(
+                warmup_s=s.send_warmup_s,
+                seconds=s.send_seconds,
+                batches=s.batches,
+                storm_n=s.storm_n,
+            ),
+        ),
+        ("12", "reschedule vs single send", lambda: reschedule.run_figure(s)),
+        ("13", "recurring schedules at scale", lambda: schedules.run_figure(schedules.size())),
+        ("14", "filtered vs unfiltered receive", lambda: filtered.run_figure(filtered.size())),
+        ("15", "Spark pipeline", lambda: pipeline.run_figure(n=s.pipeline_n)),
     ]
 
 
 # Minutes of Spark even at the quick size: run only when named (python -m bench 10) or full.
-OPT_IN = {"10"}
+OPT_IN = {"15"}
 
 
 def main(argv: list[str]) -> None:

@@ -51,23 +51,32 @@ def measure(
     with tempfile.TemporaryDirectory(prefix="rocktimer-bench-batch-") as tmp:
         work = Path(tmp)
         ceiling = rawdb.write_ceiling(work / "ceiling", batches, size, DELAY_MS)
-        body = loader.batch_body([{"body": BODY, "delay_ms": DELAY_MS}] * size)
-        with process.service(work) as service:
+        stats, cpu = measure_service(work, batches=batches, concurrency=concurrency, size=size)
+    return BatchRun(stats, ceiling, cpu, concurrency, size)
 
-            async def load(n: int) -> loader.LoadStats:
-                return await loader.send_batches(
-                    process.HOST,
-                    service.port,
-                    TOPIC,
-                    itertools.repeat(body, n),
-                    concurrency=concurrency,
-                    deadline_s=RUN_TIMEOUT_S,
-                )
 
-            run(lambda: load(WARMUP_BATCHES))
-            with process.CpuMeter(service.pid) as cpu, process.Profile(service.pid, "batch"):
-                stats = run(lambda: load(batches))
-    return BatchRun(stats, ceiling, cpu.describe(), concurrency, size)
+def measure_service(
+    work: Path, *, batches: int, concurrency: int, size: int, env: dict[str, str] | None = None
+) -> tuple[loader.LoadStats, str]:
+    """The service's side of the figure on a fresh server under ``work`` (with ``env``
+    settings): the load's stats and the server's CPU over it."""
+    body = loader.batch_body([{"body": BODY, "delay_ms": DELAY_MS}] * size)
+    with process.service(work, env) as service:
+
+        async def load(n: int) -> loader.LoadStats:
+            return await loader.send_batches(
+                process.HOST,
+                service.port,
+                TOPIC,
+                itertools.repeat(body, n),
+                concurrency=concurrency,
+                deadline_s=RUN_TIMEOUT_S,
+            )
+
+        run(lambda: load(WARMUP_BATCHES))
+        with process.CpuMeter(service.pid) as cpu, process.Profile(service.pid, "batch"):
+            stats = run(lambda: load(batches))
+    return stats, cpu.describe()
 
 
 def rows(run_: BatchRun) -> list[report.Row]:

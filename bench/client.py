@@ -35,6 +35,7 @@ class Response:
     body: bytes
     done_ns: int  # time.perf_counter_ns() when the last byte arrived
     done_wall_ns: int  # time.time_ns() at the same moment (to compare with server times)
+    retry_after_s: float = 0.0  # the Retry-After header of a 429 or 503, in seconds
 
     def json(self) -> Any:
         return orjson.loads(self.body)
@@ -61,6 +62,7 @@ class Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[Response] | None = None
         self._body_len: int | None = None
         self._status = 0
+        self._retry_after_s = 0.0
         self._lost: BaseException | None = None
 
     @classmethod
@@ -99,7 +101,9 @@ class Connection(asyncio.Protocol):
             return
         body = bytes(self._buffer[: self._body_len])
         del self._buffer[: self._body_len]
-        response = Response(self._status, body, time.perf_counter_ns(), time.time_ns())
+        response = Response(
+            self._status, body, time.perf_counter_ns(), time.time_ns(), self._retry_after_s
+        )
         self._body_len = None
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
@@ -119,11 +123,14 @@ class Connection(asyncio.Protocol):
         except (IndexError, ValueError):
             raise HttpError(f"bad status line {lines[0]!r}") from None
         length = 0
+        self._retry_after_s = 0.0
         for line in lines[1:]:
             name, _, value = line.partition(b":")
             name = name.strip().lower()
             if name == b"content-length":
                 length = int(value)
+            elif name == b"retry-after":
+                self._retry_after_s = float(value)  # the service sends seconds, never a date
             elif name == b"transfer-encoding":
                 raise HttpError("chunked responses are not supported by the bench client")
         self._body_len = length

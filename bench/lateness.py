@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,11 @@ class Lateness:
     cpu: str
 
 
-async def drive(port: int, pid: int, *, rate: int, seconds: float) -> Lateness:
+async def load_schedule(
+    port: int, *, rate: int, seconds: float
+) -> tuple[list[int], loader.LoadStats]:
+    """Batch-send ``rate`` x ``seconds`` timers due evenly from a lead ahead: their due
+    times, and how the load went."""
     n = int(rate * seconds)
     first_due = loader.now_ms() + loader.lead_ms(n)
     dues = due_times(first_due, n, rate)
@@ -88,36 +92,56 @@ async def drive(port: int, pid: int, *, rate: int, seconds: float) -> Lateness:
         raise RuntimeError(f"loaded {load.stored} of {n} timers ({load.describe_failures()})")
     if loader.now_ms() >= first_due:
         raise RuntimeError(f"loading took {load.seconds:.1f} s, past the first due time")
+    return dues, load
 
-    to_log: list[float] = []
-    to_consumer: list[float] = []
 
-    def record(messages: list[dict[str, Any]], response: Response) -> None:
+@dataclass(slots=True)
+class Recorder:
+    """(a) and (b) of every first delivery a consumer of the schedule's topic receives."""
+
+    to_log: list[float] = field(default_factory=list)
+    to_consumer: list[float] = field(default_factory=list)
+
+    def record(self, messages: list[dict[str, Any]], response: Response) -> None:
         received_ms = response.done_wall_ns / 1e6
         for m in messages:
             if m["attempt"] == 1:
-                to_log.append(m["delivered_at_ms"] - m["deliver_at_ms"])
-                to_consumer.append(received_ms - m["deliver_at_ms"])
+                self.to_log.append(m["delivered_at_ms"] - m["deliver_at_ms"])
+                self.to_consumer.append(received_ms - m["deliver_at_ms"])
 
+    async def consume(self, port: int, dues: list[int]) -> consumer.ConsumeStats:
+        """Long-poll the schedule's topic until every timer arrived (or the grace ran out)."""
+        timeout_s = (dues[-1] - loader.now_ms()) / 1e3 + DRAIN_GRACE_S
+        return await consumer.consume(
+            process.HOST,
+            port,
+            TOPIC,
+            GROUP,
+            expected=len(dues),
+            timeout_s=timeout_s,
+            on_batch=self.record,
+        )
+
+
+async def drive(port: int, pid: int, *, rate: int, seconds: float) -> Lateness:
+    dues, load = await load_schedule(port, rate=rate, seconds=seconds)
+    recorder = Recorder()
     meter = process.CpuMeter(pid)
 
     async def window() -> None:  # CPU over the due window only
-        await asyncio.sleep((first_due - loader.now_ms()) / 1e3)
+        await asyncio.sleep((dues[0] - loader.now_ms()) / 1e3)
         with meter:
             await asyncio.sleep(seconds)
 
-    timeout_s = (dues[-1] - loader.now_ms()) / 1e3 + DRAIN_GRACE_S
     meter_task = asyncio.create_task(window())
     with process.Profile(pid, "lateness"):
-        got = await consumer.consume(
-            process.HOST, port, TOPIC, GROUP, expected=n, timeout_s=timeout_s, on_batch=record
-        )
+        got = await recorder.consume(port, dues)
         await meter_task
     return Lateness(
-        spread(to_log),
-        spread(to_consumer),
-        n,
-        len(to_log),
+        spread(recorder.to_log),
+        spread(recorder.to_consumer),
+        len(dues),
+        len(recorder.to_log),
         got.redelivered,
         load.rate,
         meter.describe(),

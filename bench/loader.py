@@ -26,6 +26,7 @@ class LoadStats:
     requests: int = 0
     stored: int = 0  # items answered 201
     failed: Counter[int] = field(default_factory=Counter)  # status -> items (or requests)
+    refused: int = 0  # requests answered 429 and sent again
     seconds: float = 0.0
 
     @property
@@ -52,7 +53,9 @@ async def send_batches(
 ) -> LoadStats:
     """POST every body to the batch route from ``concurrency`` keep-alive connections.
 
-    Stops at the end of ``bodies`` or ``deadline_s`` seconds, whichever comes first.
+    Stops at the end of ``bodies`` or ``deadline_s`` seconds, whichever comes first. A 429
+    (deliveries lag: a storm falling due while a slow machine still loads it) is sent
+    again after its Retry-After, as a producer backs off.
     """
     authority = f"{host}:{port}"
     path = f"/v1/topics/{topic}/messages/batch"
@@ -64,9 +67,12 @@ async def send_batches(
         conn = await Connection.open(host, port)
         try:
             for body in bodies:
-                response = await conn.request(
-                    build_request("POST", authority, path, body), timeout_s
-                )
+                request = build_request("POST", authority, path, body)
+                response = await conn.request(request, timeout_s)
+                while response.status == 429 and time.monotonic() < stop_at:
+                    stats.refused += 1
+                    await asyncio.sleep(response.retry_after_s)
+                    response = await conn.request(request, timeout_s)
                 stats.requests += 1
                 if response.status != 200:
                     stats.failed[response.status] += 1

@@ -20,13 +20,11 @@ from storage.records import (
     IndexEntry,
     MessageRecord,
     MessageState,
-    TimerKind,
     encode_index,
-    encode_message,
-    timer_value,
 )
 from storage.store import _options as rocks_options  # the service's own: tuning carries over
 from workers.deliverer import DELIVER_BATCH
+from workers.timers import message
 
 TOPIC = "bench"
 BODY = b"b" * 128  # with header, msg_id and topic the stored timer value is ~190 B
@@ -46,8 +44,8 @@ def message_kv(i: int, due_ms: int, now_ms: int) -> tuple[bytes, bytes, bytes, b
     rec = MessageRecord(TOPIC, msg_id, due_ms, now_ms, BODY)
     entry = IndexEntry(MessageState.SCHEDULED, due_ms, now_ms)
     return (
-        keys.message_timer_key(due_ms, TOPIC, msg_id),
-        timer_value(TimerKind.MESSAGE, encode_message(rec)),
+        message.timer_key(due_ms, TOPIC, msg_id),
+        message.timer_value(rec),
         keys.message_key(TOPIC, msg_id),
         encode_index(entry),
     )

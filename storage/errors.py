@@ -1,13 +1,21 @@
-"""The root of rocktimer's error tree and the storage branch of it.
+"""rocktimer's one error tree: every error it raises on purpose, from every layer.
 
-app/errors.py maps each class to an HTTP status once; nothing else builds error replies.
+Here, at the lowest layer, so that storage, workers and app all raise from one tree;
+app/errors.py maps each class to an HTTP reply once, by the class hierarchy (the most
+specific class in an error's MRO that has an entry wins). Messages of the 5xx classes may
+carry internal text (RocksDB's): they are logged, never sent to a client.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class RocktimerError(Exception):
     """Base of every error rocktimer raises on purpose."""
+
+
+# --- storage ----------------------------------------------------------------------------
 
 
 class StorageError(RocktimerError):
@@ -24,3 +32,70 @@ class CorruptRecordError(StorageError):
 
 class DiskFullError(StorageError):
     """Too little free disk: writes that add data are refused until space is freed."""
+
+
+# --- the writer -------------------------------------------------------------------------
+
+
+class Overloaded(RocktimerError):
+    """The writer queue is full, or deliveries lag (workers/lag.py): back off and retry."""
+
+    def __init__(
+        self, retry_after_s: int = 1, detail: str = "the write queue is full; retry later"
+    ) -> None:
+        super().__init__(detail)
+        self.retry_after_s = retry_after_s
+
+
+class WriterStopped(RocktimerError):
+    """The writer is not running (starting up or shutting down)."""
+
+
+# --- what a request asked for cannot be done ---------------------------------------------
+
+
+class MessageNotFound(RocktimerError):
+    """No message with this (topic, msg_id)."""
+
+
+class ScheduleNotFound(MessageNotFound):
+    """No recurring schedule with this (topic, schedule_id) (a 404 like a message's)."""
+
+
+class MessageConflict(RocktimerError):
+    """The message's state forbids the request (cancel a delivered one, re-send a cancelled one)."""
+
+
+class ReceiptRejected(MessageConflict):
+    """The receipt no longer controls the message (acked, expired, or received again)."""
+
+
+# --- the request itself is wrong ----------------------------------------------------------
+
+
+class InvalidInput(RocktimerError):
+    """The request is well-formed HTTP but a field is wrong (422)."""
+
+    def __init__(self, detail: str, errors: list[dict[str, Any]]) -> None:
+        super().__init__(detail)
+        self.errors = errors
+
+
+class MalformedJson(InvalidInput):
+    """The body is not JSON at all (400)."""
+
+
+class UnsupportedMediaType(RocktimerError):
+    """A body that says it is not JSON (415)."""
+
+
+class PayloadTooLarge(RocktimerError):
+    """A body or a whole request over its configured limit (413)."""
+
+
+class Unauthorized(RocktimerError):
+    """No API key, or one we do not know (401)."""
+
+
+class Forbidden(RocktimerError):
+    """A known API key whose role may not call this (403)."""

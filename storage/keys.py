@@ -18,7 +18,11 @@ _U64_MAX = 2**64 - 1
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 INVISIBLE_PREFIX = "%INVISIBLE%"
-RESERVED_PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, INVISIBLE_PREFIX)
+SCHEDULE_PREFIX = "%SCHEDULE%"
+# Names no client may send to: internal timers' targets and the group lanes.
+RESERVED_PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, INVISIBLE_PREFIX, SCHEDULE_PREFIX)
+# Names no client reads either (%DLQ% is readable: dead letters are received from it).
+INTERNAL_PREFIXES = (RETRY_PREFIX, INVISIBLE_PREFIX, SCHEDULE_PREFIX)
 
 
 def u64(value: int) -> bytes:
@@ -50,7 +54,8 @@ class TimerKey(NamedTuple):
 
 
 def timer_key(due_ms: int, target: str, ident: bytes) -> bytes:
-    """A timer: a message (target = topic, ident = msg_id) or an internal timer."""
+    """A timer: a message (target = topic, ident = msg_id) or an internal timer (the
+    target a reserved prefix: workers/timers/ has one module per kind)."""
     return _U64.pack(due_ms) + target.encode() + SEP + ident
 
 
@@ -65,55 +70,6 @@ def decode_timer_key(key: bytes) -> TimerKey:
 def due_bound(due_ms: int) -> bytes:
     """The first timer key that can fall due at ``due_ms`` (use as an exclusive end for < due)."""
     return _U64.pack(min(due_ms, _U64_MAX))
-
-
-def message_timer_key(due_ms: int, topic: str, msg_id: str) -> bytes:
-    return timer_key(due_ms, topic, msg_id.encode())
-
-
-def timer_key_of(due_ms: int, index_key: bytes) -> bytes:
-    """A message's timer key from its index key (``topic ‖ 0x00 ‖ msg_id``): the same bytes
-    as ``message_timer_key``, one concatenation instead of two encodes."""
-    return _U64.pack(due_ms) + index_key
-
-
-def group_timer_key(
-    prefix: str, due_ms: int, topic: str, group: str, seq: int, generation: int
-) -> bytes:
-    """A timer about one group's hold on one message (``prefix`` says which kind)."""
-    ident = topic.encode() + SEP + _U64.pack(seq) + _U64.pack(generation)
-    return timer_key(due_ms, prefix + group, ident)
-
-
-def invisible_timer_key(due_ms: int, topic: str, group: str, seq: int, generation: int) -> bytes:
-    """The end of a held message's invisibility; the generation makes a stale timer harmless."""
-    return group_timer_key(INVISIBLE_PREFIX, due_ms, topic, group, seq, generation)
-
-
-def retry_timer_key(due_ms: int, topic: str, group: str, seq: int, generation: int) -> bytes:
-    """The end of a failed message's retry back-off, after which it is visible again."""
-    return group_timer_key(RETRY_PREFIX, due_ms, topic, group, seq, generation)
-
-
-class GroupTimer(NamedTuple):
-    topic: str
-    group: str
-    seq: int
-    generation: int
-
-
-def decode_group_timer(key: TimerKey) -> GroupTimer:
-    prefix = INVISIBLE_PREFIX if key.target.startswith(INVISIBLE_PREFIX) else RETRY_PREFIX
-    try:
-        sep = key.ident.index(SEP)
-        return GroupTimer(
-            key.ident[:sep].decode(),
-            key.target[len(prefix) :],
-            read_u64(key.ident, sep + 1),
-            read_u64(key.ident, sep + 9),
-        )
-    except (ValueError, struct.error) as exc:
-        raise CorruptRecordError(f"undecodable group timer {key!r}: {exc}") from exc
 
 
 # --- uniq-key index: topic ‖ 0x00 ‖ msg_id ----------------------------------------------
@@ -162,8 +118,42 @@ def cursor_key(lane: bytes, group: str) -> bytes:
     return b"cursor" + SEP + lane + group.encode()
 
 
+def swept_key(lane: bytes) -> bytes:
+    """How far retention has reclaimed a lane (the first seq not yet past it)."""
+    return b"swept" + SEP + lane
+
+
+def held_prefix(lane: bytes) -> bytes:
+    return b"held" + SEP + lane
+
+
+def held_key(lane: bytes, seq: int) -> bytes:
+    """A log entry past retention that a group still holds (in flight, or a dead letter):
+    retention reclaims it once nobody does."""
+    return held_prefix(lane) + _U64.pack(seq)
+
+
+TOMBSTONES = b"tombstone" + SEP
+
+
+def tombstone_key(cancelled_ms: int, index_key: bytes) -> bytes:
+    """A cancel's tombstone, in cancel-time order: retention reclaims it (workers/retention.py)."""
+    return TOMBSTONES + _U64.pack(cancelled_ms) + index_key
+
+
 def group_key(topic: str, group: str) -> bytes:
     return b"group" + SEP + topic.encode() + SEP + group.encode()
+
+
+# --- recurring schedules (meta): schedule ‖ 0x00 ‖ topic ‖ 0x00 ‖ schedule_id ------------
+
+
+def schedule_prefix(topic: str) -> bytes:
+    return b"schedule" + SEP + topic.encode() + SEP
+
+
+def schedule_key(topic: str, schedule_id: str) -> bytes:
+    return schedule_prefix(topic) + schedule_id.encode()
 
 
 # --- dead letters: topic ‖ 0x00 ‖ group ‖ 0x00 ‖ u64be(dead_at_ms) ‖ u64be(seq) ------------
@@ -182,5 +172,36 @@ def dlq_lane(group: str) -> bytes:
     return topic_lane(DLQ_PREFIX + group)
 
 
+# --- events: u64be(first seq) -> the events one batch staged (storage/events.py) --------
+
+
+def event_key(seq: int) -> bytes:
+    return _U64.pack(seq)
+
+
+EVENTS_NEXT_KEY = b"events-next-seq"  # meta: the seq the next event gets (never reused)
+
+
+# --- counters, kept in the batch of each change (storage/records.py, Counts) -----------
+
+
+TOPIC_COUNTS_PREFIX = b"topic-counts" + SEP
+
+
+def topic_counts_key(topic: str) -> bytes:
+    """A topic's scheduled / delivered / cancelled counts; their keys list the topics."""
+    return TOPIC_COUNTS_PREFIX + topic.encode()
+
+
+def group_counts_prefix(topic: str) -> bytes:
+    return b"group-counts" + SEP + topic.encode() + SEP
+
+
+def group_counts_key(topic: str, group: str) -> bytes:
+    """A group's in-flight / retrying / dead counts on one topic; their keys list its groups."""
+    return group_counts_prefix(topic) + group.encode()
+
+
 WATERMARK_KEY = b"timer-watermark"
+RECEIPT_SECRET_KEY = b"receipt-secret"  # the MAC key of receipts (workers/receipts.py)
 PENDING_KEY = b"pending-timers"

@@ -27,6 +27,7 @@ class BodyEncoding(enum.IntEnum):
 
 # deliver_at, created_at, delivered_at, encoding, len(msg_id), len(topic), len(tag), len(props)
 _MESSAGE = struct.Struct(">QQQBBBHI")
+TAG_FLAG = 0x80  # in the encoding byte: the record has a tag (possibly empty)
 CREATED_AT_OFFSET = 8  # where created_at sits in an encoded record
 DELIVERED_AT_SLICE = slice(16, 24)  # where delivered_at sits, to stamp it without decoding
 NO_PROPERTIES: Mapping[str, str] = MappingProxyType({})
@@ -52,8 +53,7 @@ class MessageRecord(NamedTuple):
         return self._replace(delivered_at_ms=at_ms)
 
 
-def encode_message(rec: MessageRecord, prefix: bytes = b"") -> bytes:
-    """The record's bytes, after ``prefix`` (a timer value's kind byte: one copy, not two)."""
+def encode_message(rec: MessageRecord) -> bytes:
     msg_id = rec.msg_id.encode()
     topic = rec.topic.encode()
     tag = rec.tag.encode() if rec.tag is not None else b""
@@ -62,13 +62,13 @@ def encode_message(rec: MessageRecord, prefix: bytes = b"") -> bytes:
         rec.deliver_at_ms,
         rec.created_at_ms,
         rec.delivered_at_ms,
-        rec.body_encoding | (0x80 if rec.tag is not None else 0),
+        rec.body_encoding | (TAG_FLAG if rec.tag is not None else 0),
         len(msg_id),
         len(topic),
         len(tag),
         len(props),
     )
-    return b"".join((prefix, header, msg_id, topic, tag, props, rec.body))
+    return b"".join((header, msg_id, topic, tag, props, rec.body))
 
 
 def decode_message(data: bytes) -> MessageRecord:
@@ -81,7 +81,7 @@ def decode_message(data: bytes) -> MessageRecord:
         pos += n_id
         topic = data[pos : pos + n_topic].decode()
         pos += n_topic
-        tag = data[pos : pos + n_tag].decode() if flags & 0x80 else None
+        tag = data[pos : pos + n_tag].decode() if flags & TAG_FLAG else None
         pos += n_tag
         props = orjson.loads(data[pos : pos + n_props]) if n_props else {}
         pos += n_props
@@ -93,7 +93,7 @@ def decode_message(data: bytes) -> MessageRecord:
             deliver_at_ms=deliver,
             created_at_ms=created,
             body=data[pos:],
-            body_encoding=BodyEncoding(flags & 0x7F),
+            body_encoding=BodyEncoding(flags & ~TAG_FLAG),
             tag=tag,
             properties=props,
             delivered_at_ms=delivered,
@@ -190,21 +190,43 @@ def decode_dead(data: bytes) -> DeadLetter:
         raise CorruptRecordError(f"undecodable dead letter: {exc}") from exc
 
 
-# --- timer values: one kind byte, then the payload ----------------------------------------
+# --- counters: three signed ints per key (storage/keys.py, *_counts_key) ------------------
+
+_COUNTS = struct.Struct(">qqq")
+Counts = tuple[int, int, int]
+NO_COUNTS: Counts = (0, 0, 0)
 
 
-class TimerKind(enum.IntEnum):
-    MESSAGE = 1  # payload: the message record; fires into the topic log
-    INVISIBLE = 2  # payload: empty; fires the end of an invisibility window
-    RETRY = 3  # payload: empty; fires the end of a retry back-off
+def encode_counts(counts: Counts) -> bytes:
+    return _COUNTS.pack(*counts)
 
 
-TIMER_PREFIXES = {kind: bytes((kind,)) for kind in TimerKind}
+def decode_counts(raw: bytes | None) -> Counts:
+    if raw is None:
+        return NO_COUNTS
+    try:
+        a, b, c = _COUNTS.unpack(raw)
+    except struct.error as exc:
+        raise CorruptRecordError(f"undecodable counts: {exc}") from exc
+    return a, b, c
 
 
 def record_msg_id(record: bytes) -> str:
     """The msg_id of an encoded record, without decoding the rest."""
     return record[_MESSAGE.size : _MESSAGE.size + record[25]].decode()
+
+
+def record_tag(record: bytes) -> str | None:
+    """The tag of an encoded record, without decoding the rest (a filtered receive reads
+    the tag of every message it passes)."""
+    if not record[24] & 0x80:
+        return None
+    start = _MESSAGE.size + record[25] + record[26]
+    return record[start : start + int.from_bytes(record[27:29], "big")].decode()
+
+
+def record_is_base64(record: bytes) -> bool:
+    return record[24] & 0x7F == BodyEncoding.BASE64
 
 
 def record_delivered_at(record: bytes) -> int:
@@ -218,14 +240,3 @@ def stamp_delivered(record: bytes, at_ms: int) -> bytes:
         + at_ms.to_bytes(8, "big")
         + record[DELIVERED_AT_SLICE.stop :]
     )
-
-
-def timer_value(kind: TimerKind, payload: bytes = b"") -> bytes:
-    return TIMER_PREFIXES[kind] + payload
-
-
-def timer_kind(value: bytes) -> TimerKind:
-    try:
-        return TimerKind(value[0])
-    except (IndexError, ValueError) as exc:
-        raise CorruptRecordError(f"undecodable timer value: {exc}") from exc

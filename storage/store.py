@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final, NamedTuple
 
 from rocksdict import (
@@ -13,6 +13,7 @@ from rocksdict import (
     DBCompressionType,
     Options,
     Rdict,
+    RdictIter,
     ReadOptions,
     WriteBatch,
     WriteOptions,
@@ -26,6 +27,7 @@ BACKGROUND_JOBS = 2  # the machine has two cores; flush + compaction run beside 
 BYTES_PER_SYNC = 1024 * 1024  # smooth SST writes instead of one burst at the end
 MAX_TOTAL_WAL_BYTES = 128 * 1024 * 1024  # flush quiet CFs (meta) so WAL replay stays short:
 # without it meta's memtable pinned ~3 GiB of WAL at 10M timers and a restart took 6 s
+SECRET_BYTES = 32  # store secrets (receipt MACs): HMAC-SHA256's own key size
 BLOOM_BITS_PER_KEY = 10  # ~1% false positives: a send of a new msg_id skips SSTs it isn't in
 
 
@@ -42,7 +44,8 @@ class CF:
     INFLIGHT: Final = "inflight"
     META: Final = "meta"
     DEAD: Final = "dead"  # dead letters per (topic, group), oldest first
-    ALL: Final = (TIMERS, MESSAGES, LOGS, INFLIGHT, META, DEAD)
+    EVENTS: Final = "events"  # the event log until exported (storage/events.py)
+    ALL: Final = (TIMERS, MESSAGES, LOGS, INFLIGHT, META, DEAD, EVENTS)
 
 
 class Put(NamedTuple):
@@ -93,6 +96,7 @@ class RocksStore:
         self._closed = False
         self.failed = False  # a write failed: RocksDB refuses writes until reopened
         self.reopens = 0
+        self._secrets: dict[bytes, bytes] = {}
         self._open()
 
     def _open(self) -> None:
@@ -119,6 +123,19 @@ class RocksStore:
         gc.collect()  # the last reference to the old DB must go before its LOCK is free
         self._open()
         self.reopens += 1
+
+    def secret(self, key: bytes) -> bytes:
+        """A random 32-byte secret kept in meta under ``key``: made (synced) on first use,
+        the same across restarts, read once per process."""
+        cached = self._secrets.get(key)
+        if cached is not None:
+            return cached
+        value = self.get(CF.META, key)
+        if value is None:
+            value = os.urandom(SECRET_BYTES)
+            self.write([Put(CF.META, key, value)], sync=True)
+        self._secrets[key] = value
+        return value
 
     def free_bytes(self) -> int:
         """Bytes the data directory's filesystem still has for us."""
@@ -152,19 +169,71 @@ class RocksStore:
         The iterator seeks straight to ``start`` and stops at ``end`` (ReadOptions upper
         bound), so tombstones outside the range are never walked.
         """
+        out: list[tuple[bytes, bytes]] = []
+        with self._range(cf, start, end) as it:
+            while it.valid() and len(out) < limit:
+                out.append((it.key(), it.value()))
+                it.next()
+        return out
+
+    def count(self, cf: str, start: bytes, end: bytes, limit: int) -> int:
+        """How many keys ``start <= key < end`` there are, counting up to ``limit``."""
+        n = 0
+        with self._range(cf, start, end) as it:
+            while it.valid() and n < limit:
+                n += 1
+                it.next()
+        return n
+
+    @contextlib.contextmanager
+    def _range(self, cf: str, start: bytes, end: bytes) -> Iterator[RdictIter]:
+        """An iterator at ``start`` bounded by ``end``; its errors become StorageError."""
+        self._check_open()
+        read = ReadOptions()
+        read.set_iterate_upper_bound(end)
+        try:
+            it = self._cfs[cf].iter(read)
+            it.seek(start)
+            yield it
+        except Exception as exc:
+            raise StorageError(f"scan failed: {exc}") from exc
+
+    def scan_where(
+        self,
+        cf: str,
+        start: bytes,
+        end: bytes,
+        limit: int,
+        budget: int,
+        keep: Callable[[bytes, bytes], bool],
+    ) -> tuple[list[tuple[bytes, bytes]], bytes | None]:
+        """Up to ``limit`` entries in ``[start, end)`` that ``keep(key, value)``, looking at
+        no more than ``budget`` entries; and the key to resume after, None if none is left.
+
+        For listings filtered out of a shared keyspace (one topic's timers among all): a
+        page costs at most ``budget`` reads, however rare the matches are.
+        """
         self._check_open()
         read = ReadOptions()
         read.set_iterate_upper_bound(end)
         out: list[tuple[bytes, bytes]] = []
+        seen = 0
+        last: bytes | None = None
         try:
             it = self._cfs[cf].iter(read)
             it.seek(start)
-            while it.valid() and len(out) < limit:
-                out.append((it.key(), it.value()))
+            while it.valid():
+                if len(out) == limit or seen == budget:
+                    return out, last  # more may follow: resume after what was looked at
+                last = it.key()
+                value = it.value()
+                seen += 1
+                if keep(last, value):
+                    out.append((last, value))
                 it.next()
         except Exception as exc:
             raise StorageError(f"scan failed: {exc}") from exc
-        return out
+        return out, None
 
     def first_key(self, cf: str, start: bytes, end: bytes) -> bytes | None:
         found = self.scan(cf, start, end, 1)

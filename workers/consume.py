@@ -14,30 +14,38 @@ retry lane) → INFLIGHT again …; after ``max_attempts`` failed attempts → D
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import NamedTuple
 
 from storage import keys
+from storage.errors import MessageNotFound, ReceiptRejected
+from storage.events import EventKind
 from storage.records import (
     DeadLetter,
     GroupState,
     Inflight,
     MessageRecord,
     MessageState,
-    TimerKind,
     decode_dead,
     decode_index,
     decode_inflight,
     decode_message,
     encode_dead,
     encode_inflight,
-    timer_value,
+    record_is_base64,
+    record_tag,
+    stamp_delivered,
 )
 from storage.store import CF, RocksStore
-from workers import lanes
-from workers.errors import MessageConflict, MessageNotFound
+from workers import events, lanes, retention, tagfilter
 from workers.receipts import decode_receipt, encode_receipt
 from workers.retry import GroupSettings, decode_settings, encode_settings, retry_delay_ms
+from workers.timers import invisible, retry
+from workers.timers.hold import GroupTimer
 from workers.txn import Txn
+
+TimerKeyFn = Callable[[int, GroupTimer], bytes]  # a kind's timer_key (invisible or retry)
 
 
 class Received(NamedTuple):
@@ -46,23 +54,120 @@ class Received(NamedTuple):
     receipt: str
 
 
-def receive(txn: Txn, topic: str, group: str, limit: int, invisible_ms: int) -> list[Received]:
-    """Hold up to ``limit`` visible messages for ``invisible_ms``: redeliveries first."""
-    out: list[Received] = []
+class ReceiveBatch(list[Received]):
+    """What one receive holds; ``more``: its group's filter passed its scan budget of
+    non-matching messages, so another receive may find more right away."""
+
+    __slots__ = ("more",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.more = False
+
+
+FILTER_SCAN_BUDGET = 16_384  # messages one receive may pass over (filtered) per batch
+
+
+MAX_RECEIVE_BYTES = 8 * 1024 * 1024  # a receive reply's messages, about (api.md, Edges)
+_ITEM_OVERHEAD = 256  # the JSON around one message: names, times, receipt
+
+
+class _Room:
+    """What is left of a receive reply's byte budget; the first message always fits."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.left = max_bytes
+        self.taken = 0
+
+    def fits(self, record: bytes | None) -> bool:
+        size = _reply_bytes(record)
+        if self.taken and size > self.left:
+            return False
+        self.left -= size
+        self.taken += 1
+        return True
+
+
+def _reply_bytes(record: bytes | None) -> int:
+    """About what a stored record takes in a receive reply (a base64 body grows by 4/3)."""
+    if record is None:
+        return 0
+    size = len(record) + _ITEM_OVERHEAD
+    return size * 4 // 3 if record_is_base64(record) else size
+
+
+def receive(
+    txn: Txn,
+    topic: str,
+    group: str,
+    limit: int,
+    invisible_ms: int,
+    max_bytes: int = MAX_RECEIVE_BYTES,
+) -> ReceiveBatch:
+    """Hold up to ``limit`` visible messages for ``invisible_ms``: redeliveries first.
+    Stops adding messages at about ``max_bytes`` of reply, after at least one. With a
+    tag filter, messages it does not match are passed over (state ``filtered``)."""
+    out = ReceiveBatch()
+    room = _Room(max_bytes)
     topic_lane = keys.topic_lane(topic)
-    for _, value in lanes.read(txn, keys.retry_lane(topic, group), group, limit):
-        seq = keys.read_u64(value)
+
+    def logged(ref: bytes) -> bytes | None:
+        return txn.get(CF.LOGS, keys.log_key(topic_lane, keys.read_u64(ref)))
+
+    retries = lanes.read(
+        txn, keys.retry_lane(topic, group), group, limit, lambda ref: room.fits(logged(ref))
+    )
+    dead_of = topic[len(keys.DLQ_PREFIX) :] if topic.startswith(keys.DLQ_PREFIX) else None
+
+    def gone(record: MessageRecord) -> bool:
+        """A dead letter redriven since: no longer one (nor listed, nor redrivable)."""
+        return dead_of is not None and not _still_dead(txn, dead_of, record)
+
+    for _, ref in retries:
+        seq = keys.read_u64(ref)
         raw = txn.get(CF.INFLIGHT, keys.inflight_key(topic, group, seq))
-        record = txn.get(CF.LOGS, keys.log_key(topic_lane, seq))
-        if raw is None or record is None:
-            continue  # swept past retention
-        state = decode_inflight(raw)
-        if state.state is GroupState.READY:
-            out.append(_hold(txn, topic, group, seq, decode_message(record), state, invisible_ms))
-    for key, value in lanes.read(txn, topic_lane, group, limit - len(out)):
-        seq = keys.log_seq(key)
-        out.append(_hold(txn, topic, group, seq, decode_message(value), None, invisible_ms))
+        value = logged(ref)
+        if raw is None or value is None:
+            continue  # its retention ended meanwhile
+        state, record = decode_inflight(raw), decode_message(value)
+        if state.state is GroupState.READY and not gone(record):
+            out.append(_hold(txn, topic, group, seq, record, value, state, invisible_ms))
+    wanted = tagfilter.tags(group_filter(txn, topic, group))
+    if wanted is None:
+        entries = lanes.read(txn, topic_lane, group, limit - len(out), room.fits, join=True)
+    else:
+        entries, out.more = lanes.read_matching(
+            txn,
+            topic_lane,
+            group,
+            limit - len(out),
+            lambda value: _matches(txn, group, wanted, value),
+            FILTER_SCAN_BUDGET,
+            room.fits,
+        )
+    for key, value in entries:
+        record = decode_message(value)
+        if not gone(record):
+            seq = keys.log_seq(key)
+            out.append(_hold(txn, topic, group, seq, record, value, None, invisible_ms))
     return out
+
+
+def _still_dead(txn: Txn, group: str, letter: MessageRecord) -> bool:
+    seq = retention.dead_seq(txn, group, letter.topic, letter.msg_id, letter.delivered_at_ms)
+    return seq is not None
+
+
+def _secret(txn: Txn) -> bytes:
+    return txn.store.secret(keys.RECEIPT_SECRET_KEY)
+
+
+def _matches(txn: Txn, group: str, wanted: frozenset[str], record: bytes) -> bool:
+    """Whether the group's filter takes a message; one it passes over is an event."""
+    if record_tag(record) in wanted:
+        return True
+    events.emit(txn, EventKind.FILTERED, record, group=group)
+    return False
 
 
 def _deadline(txn: Txn, invisible_ms: int) -> int:
@@ -78,11 +183,15 @@ def _hold(
     group: str,
     seq: int,
     record: MessageRecord,
+    value: bytes,
     prev: Inflight | None,
     invisible_ms: int,
 ) -> Received:
     attempt = (prev.attempts if prev else 0) + 1
-    generation = (prev.generation if prev else 0) + 1
+    # A first hold's generation is the time: a lane's seqs start again at 0 once retention
+    # emptied it, and a receipt (or a timer) of a message that had the same seq before
+    # then must not match the new one.
+    generation = prev.generation + 1 if prev else txn.now_ms
     held = Inflight(
         GroupState.INFLIGHT,
         attempt,
@@ -91,23 +200,26 @@ def _hold(
         prev.last_failure_ms if prev else 0,
     )
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(held))
-    _put_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
-    return Received(record, attempt, encode_receipt(topic, group, seq, generation))
+    _put_timer(txn, invisible.timer_key, topic, group, seq, held)
+    events.emit(txn, EventKind.RECEIVED, value, topic=topic, group=group, attempt=attempt)
+    txn.count_group(topic, group, inflight=1)
+    return Received(record, attempt, encode_receipt(_secret(txn), topic, group, seq, generation))
 
 
-_TIMER_KEYS = {TimerKind.INVISIBLE: keys.invisible_timer_key, TimerKind.RETRY: keys.retry_timer_key}
-
-
-def _put_timer(txn: Txn, kind: TimerKind, topic: str, group: str, seq: int, held: Inflight) -> None:
-    key = _TIMER_KEYS[kind](held.deadline_ms, topic, group, seq, held.generation)
-    txn.put(CF.TIMERS, key, timer_value(kind))
+def _put_timer(
+    txn: Txn, timer_key: TimerKeyFn, topic: str, group: str, seq: int, held: Inflight
+) -> None:
+    key = timer_key(held.deadline_ms, GroupTimer(topic, group, seq, held.generation))
+    txn.put(CF.TIMERS, key, b"")
     txn.schedule_hint(held.deadline_ms)
 
 
 def _drop_timer(
-    txn: Txn, kind: TimerKind, topic: str, group: str, seq: int, held: Inflight
+    txn: Txn, timer_key: TimerKeyFn, topic: str, group: str, seq: int, held: Inflight
 ) -> None:
-    txn.delete(CF.TIMERS, _TIMER_KEYS[kind](held.deadline_ms, topic, group, seq, held.generation))
+    txn.delete(
+        CF.TIMERS, timer_key(held.deadline_ms, GroupTimer(topic, group, seq, held.generation))
+    )
 
 
 ACKED = "acked"
@@ -124,9 +236,12 @@ def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
             out.append(found)
             continue
         seq, held = found
-        _drop_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
+        _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
         acked = held._replace(state=GroupState.ACKED)
         txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(acked))
+        emit_event(txn, EventKind.ACKED, topic, group, seq, held.attempts)
+        txn.count_group(topic, group, inflight=-1)
+        txn.note("acks")
         out.append(ACKED)
     txn.sync = True
     return out
@@ -144,16 +259,14 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
             out.append(EXPIRED if found == ACKED else found)
             continue
         seq, held = found
-        _drop_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
+        _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
         delay = delay_ms if delay_ms is not None else retry_delay_ms(settings.retry, held.attempts)
-        _fail(txn, topic, group, seq, held, delay, settings)
+        emit_event(txn, EventKind.NACKED, topic, group, seq, held.attempts)
+        fail(txn, topic, group, seq, held, delay, settings)
+        txn.note("nacks")
         out.append("nacked")
     txn.sync = True
     return out
-
-
-class ReceiptRejected(MessageConflict):
-    """The receipt no longer controls the message (acked, expired, or received again)."""
 
 
 def change_invisibility(txn: Txn, topic: str, group: str, receipt: str, invisible_ms: int) -> str:
@@ -165,19 +278,19 @@ def change_invisibility(txn: Txn, topic: str, group: str, receipt: str, invisibl
             raise MessageNotFound("no message held by this receipt in this topic and group")
         raise ReceiptRejected(f"the receipt is {found}: the message is no longer held by it")
     seq, held = found
-    _drop_timer(txn, TimerKind.INVISIBLE, topic, group, seq, held)
+    _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
     renewed = held._replace(
         generation=held.generation + 1, deadline_ms=_deadline(txn, invisible_ms)
     )
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(renewed))
-    _put_timer(txn, TimerKind.INVISIBLE, topic, group, seq, renewed)
+    _put_timer(txn, invisible.timer_key, topic, group, seq, renewed)
     txn.sync = True
-    return encode_receipt(topic, group, seq, renewed.generation)
+    return encode_receipt(_secret(txn), topic, group, seq, renewed.generation)
 
 
 def _held(txn: Txn, topic: str, group: str, receipt: str) -> tuple[int, Inflight] | str:
     """The in-flight record a receipt still controls, or the status to answer instead."""
-    decoded = decode_receipt(receipt, topic, group)
+    decoded = decode_receipt(_secret(txn), receipt, topic, group)
     if decoded is None:
         return UNKNOWN
     raw = txn.get(CF.INFLIGHT, keys.inflight_key(topic, group, decoded.seq))
@@ -193,7 +306,7 @@ def _held(txn: Txn, topic: str, group: str, receipt: str) -> tuple[int, Inflight
     return decoded.seq, held
 
 
-def _fail(
+def fail(
     txn: Txn,
     topic: str,
     group: str,
@@ -202,22 +315,29 @@ def _fail(
     delay_ms: int,
     settings: GroupSettings,
 ) -> None:
-    """A failed attempt: dead after max_attempts, else visible again after ``delay_ms``."""
+    """A held message's attempt failed: dead after max_attempts, else visible again after
+    ``delay_ms``."""
     now = txn.now_ms
+    txn.count_group(topic, group, inflight=-1)
+    slot = keys.inflight_key(topic, group, seq)
+    if txn.get(CF.META, keys.held_key(keys.topic_lane(topic), seq)) is not None:
+        txn.delete(CF.INFLIGHT, slot)  # past its retention: gone for the group (retention.py)
+        return
     if held.attempts >= settings.max_attempts:
         _bury(txn, topic, group, seq, held)
         return
     if delay_ms <= 0:  # due now: never a timer key (see Writer.scan_horizon)
-        _make_ready(txn, topic, group, seq, held._replace(last_failure_ms=now))
+        make_ready(txn, topic, group, seq, held._replace(last_failure_ms=now))
         return
     waiting = held._replace(
         state=GroupState.RETRYING, deadline_ms=now + delay_ms, last_failure_ms=now
     )
-    txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(waiting))
-    _put_timer(txn, TimerKind.RETRY, topic, group, seq, waiting)
+    txn.put(CF.INFLIGHT, slot, encode_inflight(waiting))
+    _put_timer(txn, retry.timer_key, topic, group, seq, waiting)
+    txn.count_group(topic, group, retrying=1)
 
 
-def _make_ready(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
+def make_ready(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
     ready = held._replace(state=GroupState.READY, deadline_ms=txn.now_ms)
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(ready))
     lanes.append(txn, keys.retry_lane(topic, group), keys.u64(seq))
@@ -225,36 +345,42 @@ def _make_ready(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> N
 
 
 def _bury(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
-    """Move the message to %DLQ%group, keeping its source topic, attempts, last failure."""
+    """Move the message to %DLQ%group, keeping its source topic, attempts, last failure;
+    its delivered_at there is when it went dead (the DLQ's retention counts from it)."""
     now = txn.now_ms
     raw = txn.get(CF.LOGS, keys.log_key(keys.topic_lane(topic), seq))
+    slot = keys.inflight_key(topic, group, seq)
+    if raw is None:  # gone past retention: nothing left to keep
+        txn.delete(CF.INFLIGHT, slot)
+        return
     dead = held._replace(state=GroupState.DEAD, deadline_ms=now, last_failure_ms=now)
-    txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(dead))
-    if raw is None:
-        return  # swept past retention: nothing left to keep
+    txn.put(CF.INFLIGHT, slot, encode_inflight(dead))
+    txn.note("dead_letters")
     record = decode_message(raw)
-    lanes.append(txn, keys.dlq_lane(group), raw)
+    lanes.append(txn, keys.dlq_lane(group), stamp_delivered(raw, now))
+    events.emit(txn, EventKind.DEAD, raw, topic=topic, group=group, attempt=held.attempts)
     letter = DeadLetter(record.msg_id, held.attempts, now, now)
     txn.put(CF.DEAD, keys.dead_key(topic, group, now, seq), encode_dead(letter))
+    txn.count_group(topic, group, dead=1)
+    txn.count_topic(keys.DLQ_PREFIX + group, delivered=1)
     txn.woken_topics.add(keys.DLQ_PREFIX + group)
 
 
-def fire(txn: Txn, timer_key: bytes, kind: int) -> None:
-    """A group timer fell due (called by the deliverer's move for non-message timers)."""
-    timer = keys.decode_group_timer(keys.decode_timer_key(timer_key))
-    slot = keys.inflight_key(timer.topic, timer.group, timer.seq)
-    raw = txn.get(CF.INFLIGHT, slot)
+def emit_event(txn: Txn, kind: EventKind, topic: str, group: str, seq: int, attempt: int) -> None:
+    """A group event about the message at ``seq`` of ``topic``'s log."""
+    record = txn.get(CF.LOGS, keys.log_key(keys.topic_lane(topic), seq))
+    if record is not None:  # None: swept past retention, which a held message never is
+        events.emit(txn, kind, record, topic=topic, group=group, attempt=attempt)
+
+
+def current_hold(txn: Txn, timer: GroupTimer) -> Inflight | None:
+    """The hold a group timer is about, if the timer is not stale (acked, nacked or
+    re-held since it was set: the generation moved on)."""
+    raw = txn.get(CF.INFLIGHT, keys.inflight_key(timer.topic, timer.group, timer.seq))
     if raw is None:
-        return
+        return None
     held = decode_inflight(raw)
-    if held.generation != timer.generation:
-        return  # acked, nacked or re-held since: a stale timer
-    if kind == TimerKind.INVISIBLE and held.state is GroupState.INFLIGHT:
-        # The invisibility ran out: a failed attempt, visible again at once.
-        settings = group_settings(txn, timer.topic, timer.group)
-        _fail(txn, timer.topic, timer.group, timer.seq, held, 0, settings)
-    elif kind == TimerKind.RETRY and held.state is GroupState.RETRYING:
-        _make_ready(txn, timer.topic, timer.group, timer.seq, held)
+    return held if held.generation == timer.generation else None
 
 
 def redrive(txn: Txn, topic: str, group: str, msg_id: str) -> None:
@@ -264,9 +390,14 @@ def redrive(txn: Txn, topic: str, group: str, msg_id: str) -> None:
     held = decode_inflight(raw) if raw is not None else None
     if seq is None or held is None or held.state is not GroupState.DEAD:
         raise MessageNotFound(f"{msg_id!r} from topic {topic!r} is not a dead letter of {group!r}")
-    txn.delete(CF.DEAD, keys.dead_key(topic, group, held.deadline_ms, seq))
+    letter = keys.dead_key(topic, group, held.deadline_ms, seq)
+    if txn.get(CF.DEAD, letter) is not None:
+        txn.delete(CF.DEAD, letter)
+        txn.count_group(topic, group, dead=-1)
+    emit_event(txn, EventKind.REDRIVEN, topic, group, seq, held.attempts)
+    txn.note("redrives")
     fresh = held._replace(attempts=0, generation=held.generation + 1)
-    _make_ready(txn, topic, group, seq, fresh)
+    make_ready(txn, topic, group, seq, fresh)
     txn.sync = True
 
 
@@ -282,6 +413,17 @@ def _delivered_seq(raw: bytes | None) -> int | None:
 
 def group_settings(txn: Txn, topic: str, group: str) -> GroupSettings:
     return decode_settings(txn.get(CF.META, keys.group_key(topic, group)))
+
+
+def group_filter(txn: Txn, topic: str, group: str) -> str:
+    """The group's tag filter, parsed once per distinct settings record (a receive reads
+    it every time; validating the whole settings model each time cost more than the read)."""
+    return _filter_of(txn.get(CF.META, keys.group_key(topic, group)))
+
+
+@functools.lru_cache(maxsize=tagfilter.PARSED_CACHE)
+def _filter_of(raw: bytes | None) -> str:
+    return decode_settings(raw).filter
 
 
 def put_group_settings(txn: Txn, topic: str, group: str, settings: GroupSettings) -> None:
@@ -321,7 +463,9 @@ def group_view(store: RocksStore, topic: str, group: str, msg_id: str) -> GroupV
     raw = store.get(CF.INFLIGHT, keys.inflight_key(topic, group, seq))
     if raw is None:
         if cursor is not None and keys.read_u64(cursor) > seq:
-            raise MessageNotFound(f"group {group!r} no longer holds a record of {msg_id!r}")
+            # Passed by the group's cursor without ever being held: its filter did not
+            # match then (a later filter change never brings it back).
+            return GroupView("filtered", 0, None, None)
         return GroupView("pending", 0, None, None)
     held = decode_inflight(raw)
     visible = held.deadline_ms if held.state in _TIMED else None

@@ -7,9 +7,9 @@ import queue
 import time
 
 from storage.errors import RocktimerError
-from workers.messages import move_due
 from workers.scanner import Chunk
 from workers.thread import WorkerThread
+from workers.timers.move import move_due
 from workers.writer import Writer
 
 log = logging.getLogger("rocktimer.deliverer")
@@ -28,6 +28,7 @@ class Deliverer(WorkerThread):
         self.moved = 0
         self.batches = 0
         self.failures = 0
+        self.moving: Chunk | None = None  # the batch being moved (workers/lag.py reads it)
 
     def run(self) -> None:
         """Until stopped, after the move in hand. Keys still queued stay timers: a restart
@@ -43,7 +44,11 @@ class Deliverer(WorkerThread):
                     batch.extend(self.put_queue.get_nowait())
                 except queue.Empty:
                     break
-            self._move(batch)
+            self.moving = batch
+            try:
+                self._move(batch)
+            finally:
+                self.moving = None
 
     def _move(self, batch: Chunk) -> None:
         """Wait for each move: the next span may only be removed after this one is."""

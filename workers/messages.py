@@ -1,46 +1,31 @@
-"""Producer-side ops (run on the writer thread): send, cancel, deliver, and the move of due
-timers into topic logs. Plus the read-only status lookup (runs anywhere)."""
+"""Producer-side ops (run on the writer thread): send, cancel, deliver. Plus the read-only
+status lookup (runs anywhere). A scheduled message is a timer key: workers/timers/message.py."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from storage import keys
-from storage.errors import CorruptRecordError
+from storage.errors import CorruptRecordError, MessageConflict, MessageNotFound
+from storage.events import EventKind
 from storage.records import (
-    CREATED_AT_OFFSET,
     INDEX,
-    TIMER_PREFIXES,
     IndexEntry,
     MessageRecord,
     MessageState,
-    TimerKind,
     decode_index,
     decode_message,
     encode_index,
     encode_message,
-    stamp_delivered,
 )
 from storage.store import CF, RocksStore
-from workers import consume, lanes
-from workers.errors import MessageConflict, MessageNotFound
+from workers import events, lanes
+from workers.timers import message
 from workers.txn import Txn
 
-log = logging.getLogger("rocktimer.deliverer")
-
-# Spans this long go with one range delete; shorter ones with point deletes. RocksDB
-# walks every range tombstone in the memtable whenever it builds an iterator: at a steady
-# few thousand timers/s, one per small move made each scan cost milliseconds (bench).
-RANGE_DELETE_MIN = 512
-
-# Plain ints for the storm loop: an Enum member lookup there cost a tenth of the move.
-_MESSAGE_TIMER = int(TimerKind.MESSAGE)
-_MESSAGE_TIMER_PREFIX = TIMER_PREFIXES[TimerKind.MESSAGE]
 _SCHEDULED = int(MessageState.SCHEDULED)
-_DELIVERED = int(MessageState.DELIVERED)
 
 
 class SendOutcome(NamedTuple):
@@ -107,17 +92,20 @@ def _send(txn: Txn, rec: MessageRecord, index_key: bytes, raw: bytes | None) -> 
     if rec.deliver_at_ms <= txn.now_ms:
         # Already due: straight into the topic log, never a timer key. This is also what
         # makes the deliverer's range delete safe (see Writer.scan_horizon).
+        events.emit(txn, EventKind.SCHEDULED, encode_message(rec))
         deliver(txn, rec)
         state = MessageState.DELIVERED
     else:
-        timer = keys.timer_key_of(rec.deliver_at_ms, index_key)
-        txn.put(CF.TIMERS, timer, encode_message(rec, _MESSAGE_TIMER_PREFIX))
+        timer = message.timer_key_of(rec.deliver_at_ms, index_key)
+        value = message.timer_value(rec)
+        txn.put(CF.TIMERS, timer, value)
+        events.emit(txn, EventKind.SCHEDULED, value)
         txn.put(
             CF.MESSAGES,
             index_key,
             INDEX.pack(_SCHEDULED, rec.deliver_at_ms, rec.created_at_ms, 0, 0),
         )
-        txn.add_pending(1)
+        txn.count_topic(rec.topic, scheduled=1)
         txn.schedule_hint(rec.deliver_at_ms)
         state = MessageState.SCHEDULED
     # tuple.__new__: a NamedTuple's own __new__ is a Python call, half the cost (batch path)
@@ -127,12 +115,18 @@ def _send(txn: Txn, rec: MessageRecord, index_key: bytes, raw: bytes | None) -> 
 
 
 def deliver(txn: Txn, rec: MessageRecord) -> int:
-    """Append a due message to its topic log and mark it delivered; returns its seq."""
+    """Append a due message to its topic log and mark it delivered; returns its seq.
+
+    Lateness runs from when the message could first be delivered: its deliver time, or
+    its arrival if the client gave a time already past (a 1970 deliver_at is not late)."""
     now = txn.now_ms
-    seq = lanes.append(txn, keys.topic_lane(rec.topic), encode_message(rec.delivered(now)))
+    value = encode_message(rec.delivered(now))
+    seq = lanes.append(txn, keys.topic_lane(rec.topic), value)
+    events.emit(txn, EventKind.DELIVERED, value)
     entry = IndexEntry(MessageState.DELIVERED, rec.deliver_at_ms, rec.created_at_ms, now, seq)
     txn.put(CF.MESSAGES, keys.message_key(rec.topic, rec.msg_id), encode_index(entry))
-    txn.lateness_ms.append(max(0, now - rec.deliver_at_ms))
+    txn.lateness_ms.append(max(0, now - max(rec.deliver_at_ms, rec.created_at_ms)))
+    txn.count_topic(rec.topic, delivered=1)
     txn.woken_topics.add(rec.topic)
     return seq
 
@@ -155,79 +149,64 @@ def cancel(txn: Txn, topic: str, msg_id: str) -> CancelOutcome:
         return CancelOutcome(topic, msg_id, entry.done_at_ms)
     if entry.state is MessageState.DELIVERED:
         raise MessageConflict(f"message {msg_id!r} in topic {topic!r} was already delivered")
-    txn.delete(CF.TIMERS, keys.message_timer_key(entry.due_ms, topic, msg_id))
+    timer_key = message.timer_key(entry.due_ms, topic, msg_id)
+    _emit_cancelled(txn, txn.get(CF.TIMERS, timer_key), topic, msg_id, entry)
+    txn.delete(CF.TIMERS, timer_key)
     done = entry._replace(state=MessageState.CANCELLED, done_at_ms=txn.now_ms)
     txn.put(CF.MESSAGES, index_key, encode_index(done))
-    txn.add_pending(-1)
+    txn.put(CF.META, keys.tombstone_key(txn.now_ms, index_key), b"")  # reclaimed after retention
+    txn.count_topic(topic, scheduled=-1, cancelled=1)
     txn.cancels += 1
     txn.sync = True
     return CancelOutcome(topic, msg_id, txn.now_ms)
 
 
-def move_due(
-    txn: Txn, entries: Sequence[tuple[bytes, bytes]], cancel_mark: int | None = None
-) -> int:
-    """Fire a contiguous span of due timer keys, as scanned, in one batch (invariant 2).
+def reschedule(txn: Txn, topic: str, msg_id: str, deliver_at_ms: int) -> SendOutcome:
+    """Move a scheduled message to ``deliver_at_ms`` in one batch: the old timer key goes,
+    the new one comes (or, if that time has come, the message is delivered now).
 
-    Messages go to their topic log unless they were cancelled after the scan picked them
-    up: the index is re-read unless ``cancel_mark`` (the writer's cancel count at scan
-    time) proves no cancel has committed since and none is staged in this batch. A timer
-    key exists only while its index entry says scheduled, so then every entry is live.
-    A long span is removed with one range delete: it holds exactly the scanned keys
-    (Writer.scan_horizon); the watermark written beside it lets a restart seek past it.
-
-    This is the storm path (millions due at once), so it works on the encoded bytes: the
-    topic and msg_id are cut from the key, the record gets its delivered_at stamped in
-    place, the index entry is packed afresh; nothing is decoded into objects.
+    A scanner may hold the old key already: the reschedule counts as a cancel, so that
+    move re-reads the index and finds a due time that is not its key's any more.
     """
-    if not entries:
-        return 0
-    # The index key of a message timer is the key minus its 8-byte due prefix.
-    if cancel_mark is not None and cancel_mark == txn.cancels_committed and not txn.cancels:
-        index_raw = None
+    index_key = keys.message_key(topic, msg_id)
+    raw = txn.get(CF.MESSAGES, index_key)
+    if raw is None:
+        raise MessageNotFound(f"no message {msg_id!r} in topic {topic!r}")
+    entry = decode_index(raw)
+    if entry.state is not MessageState.SCHEDULED:
+        done = "cancelled" if entry.state is MessageState.CANCELLED else "already delivered"
+        raise MessageConflict(f"message {msg_id!r} in topic {topic!r} was {done}")
+    old_key = message.timer_key_of(entry.due_ms, index_key)
+    value = txn.get(CF.TIMERS, old_key)
+    if value is None:
+        raise CorruptRecordError(f"message {msg_id!r} in topic {topic!r} has no timer key")
+    txn.delete(CF.TIMERS, old_key)
+    txn.cancels += 1
+    txn.sync = True
+    rec = message.decode_value(value)._replace(deliver_at_ms=deliver_at_ms)
+    new_value = message.timer_value(rec)
+    events.emit(txn, EventKind.RESCHEDULED, new_value)
+    state = MessageState.SCHEDULED
+    if deliver_at_ms <= txn.now_ms:  # due now: never a timer key (Writer.scan_horizon)
+        txn.count_topic(topic, scheduled=-1)
+        deliver(txn, rec)
+        state = MessageState.DELIVERED
     else:
-        index_raw = iter(
-            txn.get_many(CF.MESSAGES, [k[8:] for (k, v) in entries if v[0] == _MESSAGE_TIMER])
+        txn.put(CF.TIMERS, message.timer_key_of(deliver_at_ms, index_key), new_value)
+        txn.put(CF.MESSAGES, index_key, encode_index(entry._replace(due_ms=deliver_at_ms)))
+        txn.schedule_hint(deliver_at_ms)
+    return SendOutcome(False, topic, msg_id, state, deliver_at_ms, entry.created_at_ms)
+
+
+def _emit_cancelled(
+    txn: Txn, timer: bytes | None, topic: str, msg_id: str, entry: IndexEntry
+) -> None:
+    if timer is not None:
+        events.emit(txn, EventKind.CANCELLED, timer)
+    else:  # no timer behind a scheduled entry: not written by this code; still an event
+        events.emit_plain(
+            txn, EventKind.CANCELLED, topic, msg_id, entry.due_ms, entry.created_at_ms
         )
-    now = txn.now_ms
-    next_seq: dict[bytes, int] = {}
-    lateness = txn.lateness_ms
-    moved = 0
-    for key, value in entries:
-        if value[0] != _MESSAGE_TIMER:
-            try:
-                consume.fire(txn, key, value[0])
-            except CorruptRecordError as exc:  # one bad key must not stall every delivery
-                log.error("skipping an undecodable timer: %s", exc)
-            continue
-        if index_raw is not None:
-            raw = next(index_raw)
-            if raw is None or raw[0] != _SCHEDULED:
-                continue  # cancelled after the scan: the tombstone wins
-        lane = key[8 : key.index(0, 8) + 1]  # topic ‖ 0x00
-        seq = next_seq.get(lane)
-        if seq is None:
-            counter = txn.get(CF.META, keys.next_seq_key(lane))
-            seq = keys.read_u64(counter) if counter else 0
-        due = keys.read_u64(key)
-        created = keys.read_u64(value, 1 + CREATED_AT_OFFSET)
-        txn.put(CF.LOGS, lane + keys.u64(seq), stamp_delivered(value[1:], now))
-        txn.put(CF.MESSAGES, key[8:], INDEX.pack(_DELIVERED, due, created, now, seq))
-        next_seq[lane] = seq + 1
-        lateness.append(now - due if now > due else 0)
-        moved += 1
-    for lane, seq in next_seq.items():
-        txn.put(CF.META, keys.next_seq_key(lane), keys.u64(seq))
-        txn.woken_topics.add(lane[:-1].decode())
-    txn.add_pending(-moved)
-    end = keys.successor(entries[-1][0])
-    if len(entries) >= RANGE_DELETE_MIN:
-        txn.delete_range(CF.TIMERS, entries[0][0], end)
-    else:
-        for key, _ in entries:
-            txn.delete(CF.TIMERS, key)
-    txn.put(CF.META, keys.WATERMARK_KEY, end)
-    return moved
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,10 +226,10 @@ def status(store: RocksStore, topic: str, msg_id: str) -> MessageStatus:
         if entry.state is MessageState.CANCELLED:
             return MessageStatus(entry, None)
         if entry.state is MessageState.SCHEDULED:
-            value = store.get(CF.TIMERS, keys.message_timer_key(entry.due_ms, topic, msg_id))
+            value = store.get(CF.TIMERS, message.timer_key(entry.due_ms, topic, msg_id))
             if value is None:
                 continue  # moved or cancelled between the reads: read the index again
-            return MessageStatus(entry, decode_message(value[1:]))
+            return MessageStatus(entry, message.decode_value(value))
         value = store.get(CF.LOGS, keys.log_key(keys.topic_lane(topic), entry.seq))
         return MessageStatus(entry, decode_message(value) if value else None)
     return MessageStatus(entry, None)

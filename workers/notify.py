@@ -12,6 +12,9 @@ A parked receive is claimed or cancelled exactly once, under one lock: the write
 it (then its receive runs and its future gets the result), or the loop cancels it (time
 is up, or the client went away; then it never runs). A receiver whose cancel comes too
 late waits for the claimed receive instead, so no message is ever held for nobody.
+
+At a stop, ``close`` cancels every parked receive at once (their receivers answer empty:
+a 30 s long poll must not hold up a SIGTERM) and no receive parks after it.
 """
 
 from __future__ import annotations
@@ -44,13 +47,14 @@ class LongPolls:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._parked: dict[str, list[Parked]] = {}
+        self.closed = False
 
     def park(self, parked: Parked) -> None:
         """Wait for the next commit that wakes the topic (from the op that found nothing,
         under the writer's batch lock: no commit can slip in between the look and the
         park)."""
         with self._lock:
-            if parked.state == _WAITING:  # not cancelled while its look was queued
+            if parked.state == _WAITING and not self.closed:  # not cancelled meanwhile
                 self._parked.setdefault(parked.topic, []).append(parked)
 
     def cancel(self, parked: Parked) -> bool:
@@ -66,6 +70,17 @@ class LongPolls:
                     if not waiting:
                         del self._parked[parked.topic]
             return True
+
+    def close(self) -> list[Parked]:
+        """Cancel every parked receive and park none from now on; returns the cancelled
+        ones (their receivers are to be answered, empty)."""
+        with self._lock:
+            self.closed = True
+            cancelled = [p for waiting in self._parked.values() for p in waiting]
+            self._parked.clear()
+            for parked in cancelled:
+                parked.state = _CANCELLED
+        return cancelled
 
     def claim(self, topics: Iterable[str]) -> list[Parked]:
         """Every receive parked on these topics, for the writer to run next."""

@@ -1,18 +1,23 @@
-"""Receipt handles: an opaque, URL-safe encoding of (topic, group, seq, generation).
+"""Receipt handles: an opaque, URL-safe, unforgeable encoding of (seq, generation).
 
-The topic and group are not readable from a receipt, only checked: a 32-bit CRC of them
-makes a receipt presented on another topic or group come back ``unknown``.
+A receipt carries a MAC (HMAC-SHA256, cut to 128 bits) with a secret kept in the store,
+over the topic, group, seq and generation: one built by hand, or presented on another
+topic or group, does not verify and comes back ``unknown``.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hmac
 import struct
-import zlib
 from typing import NamedTuple
 
-_RECEIPT = struct.Struct(">QQI")
+from storage import keys
+
+_HEAD = struct.Struct(">QQ")
+MAC_BYTES = 16
+RECEIPT_CHARS = 43  # base64 of 8 + 8 + 16 bytes, unpadded
 
 
 class Receipt(NamedTuple):
@@ -20,22 +25,27 @@ class Receipt(NamedTuple):
     generation: int
 
 
-def _owner(topic: str, group: str) -> int:
-    return zlib.crc32(topic.encode() + b"\x00" + group.encode())
+def _mac(secret: bytes, topic: str, group: str, head: bytes) -> bytes:
+    owner = topic.encode() + keys.SEP + group.encode() + keys.SEP
+    return hmac.digest(secret, owner + head, "sha256")[:MAC_BYTES]
 
 
-def encode_receipt(topic: str, group: str, seq: int, generation: int) -> str:
-    raw = _RECEIPT.pack(seq, generation, _owner(topic, group))
+def encode_receipt(secret: bytes, topic: str, group: str, seq: int, generation: int) -> str:
+    head = _HEAD.pack(seq, generation)
+    raw = head + _mac(secret, topic, group, head)
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
-def decode_receipt(receipt: str, topic: str, group: str) -> Receipt | None:
-    """The receipt's (seq, generation), or None if it is not one of this topic and group."""
+def decode_receipt(secret: bytes, receipt: str, topic: str, group: str) -> Receipt | None:
+    """The receipt's (seq, generation), or None unless it was made for this topic and group."""
+    if len(receipt) != RECEIPT_CHARS:
+        return None
     try:
-        raw = base64.urlsafe_b64decode(receipt + "=" * (-len(receipt) % 4))
-        seq, generation, owner = _RECEIPT.unpack(raw)
-    except (binascii.Error, struct.error, ValueError):
+        raw = base64.urlsafe_b64decode(receipt + "=")
+    except (binascii.Error, ValueError):
         return None
-    if owner != _owner(topic, group):
+    head, mac = raw[: _HEAD.size], raw[_HEAD.size :]
+    if len(mac) != MAC_BYTES or not hmac.compare_digest(mac, _mac(secret, topic, group, head)):
         return None
+    seq, generation = _HEAD.unpack(head)
     return Receipt(seq, generation)

@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from workers.tagfilter import EXPRESSION, MATCH_ALL
+
 DELAY_LEVELS_MS = (
     1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000,
     360_000, 420_000, 480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
@@ -59,7 +61,16 @@ class GroupSettings(_Strict):
     """A consumer group's settings on one topic."""
 
     max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT)] = DEFAULT_MAX_ATTEMPTS
-    retry: RetryPolicy = LevelsPolicy()
+    # A factory, not an instance: an object default in the schema breaks client generators.
+    retry: RetryPolicy = Field(default_factory=LevelsPolicy)
+    filter: Annotated[
+        str,
+        Field(
+            max_length=4096,
+            pattern=EXPRESSION,
+            description='Tag expression: "*" or tags joined by "||", e.g. "TagA || TagB"',
+        ),
+    ] = MATCH_ALL
 
 
 DEFAULT_SETTINGS = GroupSettings()

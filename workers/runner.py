@@ -7,23 +7,39 @@ import asyncio
 import contextlib
 import logging
 import queue
-from collections.abc import Callable, Sequence
+import sys
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from storage import keys
 from storage.records import DeadLetter, MessageRecord
 from storage.store import CF, RocksStore
-from workers import consume, messages
+from workers import browse, consume, messages, schedules
 from workers.clock import Clock, RealClock
 from workers.deliverer import Deliverer
+from workers.exporter import Exporter
+from workers.histogram import Histogram
+from workers.lag import DeliveryLag
 from workers.notify import LongPolls, Parked
 from workers.retry import GroupSettings, decode_settings
 from workers.scanner import PUT_QUEUE_CHUNKS, SCAN_CHUNK, Chunk, Scanner
 from workers.sweeper import Sweeper
+from workers.timers.schedule import Schedule
 from workers.txn import Txn
 from workers.writer import Writer
 
 log = logging.getLogger("rocktimer.engine")
+
+# Batches one receive may spend passing over messages its group's tag filter does not
+# match, each at most consume.FILTER_SCAN_BUDGET messages: the writer is free between.
+FILTER_ROUNDS = 64
+
+# How long a thread may hold the GIL while another wants it (CPython's default is 5 ms).
+# The event loop parsing a batch send is pure Python; at 5 ms, each of the hand-offs a due
+# timer makes (scanner, deliverer, writer) could wait that long for the GIL (py-spy of
+# bench figure 10). Switching costs a few µs, and only when threads contend.
+GIL_SWITCH_INTERVAL_S = 0.0005
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +50,19 @@ class EngineConfig:
     put_queue_chunks: int = PUT_QUEUE_CHUNKS
     sweep_interval_ms: int = 60_000
     retention_ms: int = 72 * 3_600_000  # delivered messages kept (RocketMQ fileReservedTime)
+    dlq_retention_ms: int = 72 * 3_600_000  # dead letters kept from dead_at (RocketMQ: 3 days)
     min_free_bytes: int = 64 * 1024 * 1024  # below this, sends get 503 (room to drain)
+    max_receive_bytes: int = consume.MAX_RECEIVE_BYTES  # a receive reply's messages, about
+    events: bool = True  # the event log (pipeline.md); off: no events, no exporter
+    events_seal_ms: int = 10_000  # the exporter seals the event log at least this often
+    events_retention_ms: int = 7 * 86_400_000  # sealed segments are kept this long
+    due_backlog_limit_ms: int = 1_000  # deliveries this far behind: sends get 429
 
 
 ItemOutcome = messages.SendOutcome | Exception
+
+# Lateness buckets in ms: the target is p99 <= 10 ms, so resolve the low end finely.
+LATENESS_BUCKETS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 60_000)
 
 
 class Engine:
@@ -45,39 +70,62 @@ class Engine:
         self,
         config: EngineConfig,
         clock: Clock | None = None,
-        observe_lateness: Callable[[list[int]], None] | None = None,
     ) -> None:
         self.config = config
         self.clock = clock or RealClock()
         self.store = RocksStore(config.data_dir)
+        self.store.secret(keys.RECEIPT_SECRET_KEY)  # made now, before any worker runs
         self.long_polls = LongPolls()
-        self._observe_lateness = observe_lateness
+        # delivered - max(deliver_at, accepted_at) of every delivery, and the events of
+        # consumption (acks, nacks, expiries, dead_letters, redrives) since start.
+        self.lateness_ms = Histogram(LATENESS_BUCKETS_MS)
+        self.tallies: Counter[str] = Counter()
         self.writer = Writer(
             self.store,
             self.clock,
             queue_size=config.writer_queue_size,
             on_commit=self._committed,
             min_free_bytes=config.min_free_bytes,
+            log_events=config.events,
         )
         self.put_queue: queue.Queue[Chunk] = queue.Queue(maxsize=config.put_queue_chunks)
         self.scanner = Scanner(
             self.store, self.writer, self.clock, self.put_queue, chunk=config.scan_chunk
         )
         self.deliverer = Deliverer(self.writer, self.put_queue)
+        self.lag = DeliveryLag(
+            self.clock,
+            self.store,
+            self.scanner,
+            self.put_queue,
+            self.deliverer,
+            config.due_backlog_limit_ms,
+        )
         self.sweeper = Sweeper(
             self.store,
             self.clock,
             config.sweep_interval_ms,
             writer=self.writer,
             retention_ms=config.retention_ms,
+            dlq_retention_ms=config.dlq_retention_ms,
+        )
+        self.exporter = Exporter(
+            self.store,
+            self.writer,
+            self.clock,
+            seal_ms=config.events_seal_ms,
+            retention_ms=config.events_retention_ms,
         )
         self.started = False
 
     def start(self) -> None:
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         self.writer.start()
         self.deliverer.start()
         self.scanner.start()
         self.sweeper.start()
+        if self.config.events:
+            self.exporter.start()
         self.started = True
 
     def stop(self) -> None:
@@ -86,6 +134,7 @@ class Engine:
             self.store.close()
             return
         self.started = False
+        self.exporter.stop()
         self.sweeper.stop()
         self.scanner.stop()
         self.deliverer.stop()
@@ -94,7 +143,8 @@ class Engine:
 
     @property
     def healthy(self) -> bool:
-        return self.started and self.writer.alive and self.scanner.alive and self.deliverer.alive
+        workers = self.writer.alive and self.scanner.alive and self.deliverer.alive
+        return self.started and workers and (self.exporter.alive or not self.config.events)
 
     def _committed(self, txn: Txn) -> None:
         if txn.min_new_due is not None:
@@ -102,8 +152,10 @@ class Engine:
         if txn.woken_topics:
             for parked in self.long_polls.claim(txn.woken_topics):
                 self.writer.follow_up(parked.receive, parked.future)
-        if txn.lateness_ms and self._observe_lateness is not None:
-            self._observe_lateness(txn.lateness_ms)
+        if txn.lateness_ms:
+            self.lateness_ms.observe_many(txn.lateness_ms)
+        if txn.tallies:
+            self.tallies.update(txn.tallies)
 
     # --- producer calls ------------------------------------------------------------------
 
@@ -122,11 +174,29 @@ class Engine:
             durable=True,
             grows=True,
             inline=True,
+            weight=len(recs),
         )
 
     async def cancel(self, topic: str, msg_id: str) -> messages.CancelOutcome:
         return await self.writer.submit(
             lambda txn: messages.cancel(txn, topic, msg_id), durable=True
+        )
+
+    async def reschedule(self, topic: str, msg_id: str, deliver_at_ms: int) -> messages.SendOutcome:
+        return await self.writer.submit(
+            lambda txn: messages.reschedule(txn, topic, msg_id, deliver_at_ms), durable=True
+        )
+
+    async def put_schedule(
+        self, topic: str, schedule_id: str, spec: Schedule
+    ) -> tuple[bool, Schedule]:
+        return await self.writer.submit(
+            lambda txn: schedules.put(txn, topic, schedule_id, spec), durable=True, grows=True
+        )
+
+    async def delete_schedule(self, topic: str, schedule_id: str) -> Schedule:
+        return await self.writer.submit(
+            lambda txn: schedules.delete(txn, topic, schedule_id), durable=True
         )
 
     def status(self, topic: str, msg_id: str) -> messages.MessageStatus:
@@ -145,36 +215,58 @@ class Engine:
         """
 
         def look(txn: Txn) -> list[consume.Received]:
-            return consume.receive(txn, topic, group, limit, invisible_ms)
+            return consume.receive(
+                txn, topic, group, limit, invisible_ms, self.config.max_receive_bytes
+            )
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
+        rounds = 0
         while True:
             parked = Parked(topic, look, loop.create_future())
 
             def look_or_park(txn: Txn, parked: Parked = parked) -> list[consume.Received]:
-                got = look(txn)
-                if not got and wait_ms > 0:
+                got = consume.receive(txn, topic, group, limit, invisible_ms)
+                if not got and wait_ms > 0 and not got.more:
                     self.long_polls.park(parked)
                 return got
 
+            more = False
             try:
-                got = await self.writer.submit(look_or_park, durable=False, inline=True)
-                if got:
+                got = await self.writer.submit(
+                    look_or_park, durable=False, inline=True, weight=limit
+                )
+                if got or self.long_polls.closed:
                     return got
+                more = isinstance(got, consume.ReceiveBatch) and got.more
                 left = deadline - loop.time()
-                if left > 0:
+                if left > 0 and not more:
                     with contextlib.suppress(TimeoutError):
                         got = await asyncio.wait_for(asyncio.shield(parked.future), left)
             finally:
                 if not self.long_polls.cancel(parked):  # claimed: its messages are coming
                     got = await parked.future
-            if got or loop.time() >= deadline:
+            if got or self.long_polls.closed:
                 return got
+            rounds += 1
+            if more and rounds < FILTER_ROUNDS:
+                continue  # the filter's scan budget ran out: scan on, in a batch of its own
+            if loop.time() >= deadline:
+                return got
+
+    def release_long_polls(self) -> None:
+        """Answer every waiting long poll now, empty, and let none wait from now on: the
+        first step of a stop (on the event loop, which the parked receives wait on)."""
+        for parked in self.long_polls.close():
+            if not parked.future.done():
+                parked.future.set_result([])
 
     async def ack(self, topic: str, group: str, receipts: list[str]) -> list[str]:
         return await self.writer.submit(
-            lambda txn: consume.ack(txn, topic, group, receipts), durable=True, inline=True
+            lambda txn: consume.ack(txn, topic, group, receipts),
+            durable=True,
+            inline=True,
+            weight=len(receipts),
         )
 
     async def nack(
@@ -184,6 +276,7 @@ class Engine:
             lambda txn: consume.nack(txn, topic, group, receipts, delay_ms),
             durable=True,
             inline=True,
+            weight=len(receipts),
         )
 
     async def change_invisibility(
@@ -214,3 +307,18 @@ class Engine:
         self, topic: str, group: str, after: bytes | None, limit: int
     ) -> tuple[list[tuple[bytes, DeadLetter]], bool]:
         return consume.dead_letters(self.store, topic, group, after, limit)
+
+    # --- browsing (read-only, no writer) ---------------------------------------------------
+
+    def topics(self, after: str | None, limit: int) -> tuple[list[browse.TopicSummary], bool]:
+        return browse.topics(self.store, after, limit)
+
+    def groups(
+        self, topic: str, after: str | None, limit: int
+    ) -> tuple[list[browse.GroupSummary], bool]:
+        return browse.groups(self.store, topic, after, limit)
+
+    def scheduled(
+        self, topic: str, after: bytes | None, limit: int
+    ) -> tuple[list[MessageRecord], bytes | None]:
+        return browse.scheduled(self.store, topic, after, limit)

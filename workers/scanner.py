@@ -24,6 +24,7 @@ log = logging.getLogger("rocktimer.scanner")
 SCAN_CHUNK = 2_000  # keys per range scan; RocketMQ RIP-82 scans the same per round
 PUT_QUEUE_CHUNKS = 4  # chunks waiting for the deliverer: ~8k timers in memory at most
 BUSY_BACKOFF_MS = 1  # a due key beyond the scan horizon: the writer is mid-commit
+HORIZON_WAIT_S = 0.05  # longest wait for a batch in progress to end (then rescan anyway)
 _END = b"\xff" * 9  # past every timer key
 STORAGE_RETRY_S = 0.1  # pause after a failed scan before the next
 
@@ -40,6 +41,25 @@ class Chunk(list[tuple[bytes, bytes]]):
     ) -> None:
         super().__init__(entries)
         self.cancel_mark = cancel_mark
+
+
+def _resume_cursor(watermark: bytes | None, now_ms: int) -> bytes:
+    """Where a restarted scan starts: past the span moved before (the watermark), unless
+    the clock is now behind it (stepped back across the restart). Then keys can be sent
+    due between now and the watermark, and every key at or before now must be due whatever
+    the watermark says (invariant 3): scan from the start, once."""
+    if not watermark:
+        return b""
+    moved_up_to = keys.read_u64(watermark)
+    if moved_up_to <= now_ms:
+        return watermark
+    log.warning(
+        "the clock is %d ms behind the last delivery (due %d ms): the clock stepped back; "
+        "scanning every timer from the start",
+        moved_up_to - now_ms,
+        moved_up_to,
+    )
+    return b""
 
 
 class Scanner(WorkerThread):
@@ -59,10 +79,13 @@ class Scanner(WorkerThread):
         self.clock = clock
         self.put_queue = put_queue
         self.chunk = chunk
-        self.cursor = store.get(CF.META, keys.WATERMARK_KEY) or b""
+        self.cursor = _resume_cursor(store.get(CF.META, keys.WATERMARK_KEY), clock.now_ms())
         self.held = 0  # keys in hand right now (introspection for tests and metrics)
+        self.held_due: int | None = None  # the due time of the first of them
         self.held_max = 0
         self.scans = 0
+        # The first timer key ahead of the cursor is due then (None: no key): after a full
+        # chunk, the last key handed over (what follows is due no earlier).
         self.next_due_ms: int | None = None
         self._sleep_until: int | None = None
 
@@ -95,6 +118,7 @@ class Scanner(WorkerThread):
         if found:
             self._hand_over(found)
             if len(found) == self.chunk:
+                self.next_due_ms = keys.read_u64(found[-1][0])
                 return  # more may be due: scan again at once
         # Everything due up to the horizon is handed over and no key can land there later
         # (Writer.scan_horizon): skip the tombstones of acked invisibility timers and
@@ -106,10 +130,15 @@ class Scanner(WorkerThread):
         self.next_due_ms = due
         if due is not None and due <= horizon:
             due = self.clock.now_ms() + BUSY_BACKOFF_MS
+        elif due is not None and due <= self.clock.now_ms():
+            # Due, but the batch being written holds the horizon back: wait for its end.
+            self.writer.wait_horizon(due, HORIZON_WAIT_S)
+            return
         self._sleep_until = due
         self.clock.wait(self._wake, due)
 
     def _hand_over(self, found: Chunk) -> None:
+        self.held_due = keys.read_u64(found[0][0])
         self.held = len(found)
         self.held_max = max(self.held_max, self.held)
         while not self.stopping:
@@ -119,7 +148,7 @@ class Scanner(WorkerThread):
             except queue.Full:
                 continue
         else:
-            self.held = 0
+            self.held, self.held_due = 0, None
             return  # stopping: these keys stay timers and are scanned again after restart
         self.cursor = keys.successor(found[-1][0])
-        self.held = 0
+        self.held, self.held_due = 0, None

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from storage.keys import PENDING_KEY
+from storage import events, keys
+from storage.keys import EVENTS_NEXT_KEY, PENDING_KEY, event_key, next_seq_key, read_u64, u64
+from storage.records import Counts, decode_counts, encode_counts
 from storage.store import CF, DeleteRange, RocksStore
 
 _MISSING = object()
@@ -16,23 +19,38 @@ class Txn:
     Each op runs inside a savepoint: if it raises, its staged writes are rolled back and
     the other ops of the batch are untouched, so one bad request never writes half.
     Range deletes are not visible to reads; they only ever cover timer keys that the
-    batch has already moved (see Writer.scan_horizon).
+    batch has already moved (see Writer.scan_horizon), or a retry lane's entries its one
+    reader has passed. Everything else is deleted key by key, so that each op sees what
+    the ops before it in the batch did (retention beside a receive, issue 10.3).
     """
 
-    def __init__(self, store: RocksStore, now_ms: int, cancels_committed: int = 0) -> None:
+    def __init__(
+        self, store: RocksStore, now_ms: int, cancels_committed: int = 0, *, log_events: bool = True
+    ) -> None:
         self.store = store
         self.now_ms = now_ms
         self.cancels_committed = cancels_committed  # the writer's count before this batch
-        self.cancels = 0  # cancels staged in this batch
+        self.cancels = 0  # cancels and reschedules staged in this batch (see move_due)
         self.sync = False
         self.pending_delta = 0
         self.min_new_due: int | None = None
         self.woken_topics: set[str] = set()
         self.lateness_ms: list[int] = []
+        # The next seq of each lane appended to in this batch (workers/lanes.py): counted
+        # here, written once at commit instead of once per append.
+        self.lane_next: dict[bytes, int] = {}
+        self._lanes_saved: set[bytes] = set()  # lanes whose undo is recorded since the savepoint
+        # The events staged so far (workers/events.py); None when the event log is off.
+        self.events: list[events.Staged] | None = [] if log_events else None
+        # Counter deltas, merged into their meta keys at commit (same WriteBatch), and
+        # events for the process's metrics (acks, nacks, …), read by the commit hook.
+        # Both are rolled back with the op that staged them.
+        self.counts: dict[bytes, Counts] = {}
+        self.tallies: dict[str, int] = {}
         # One dict per column family: key -> final value (None = delete).
         self._staged: dict[str, dict[bytes, bytes | None]] = {cf: {} for cf in CF.ALL}
         self._ranges: list[DeleteRange] = []
-        self._undo: list[tuple[dict[bytes, bytes | None], bytes, object]] = []
+        self._undo: list[tuple[dict[Any, Any], Any, object]] = []
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -54,6 +72,25 @@ class Txn:
                 out[i] = value
         return out
 
+    def scan(
+        self, cf: str, start: bytes, end: bytes, limit: int, *, new: bool = False
+    ) -> list[tuple[bytes, bytes]]:
+        """The store's entries in ``[start, end)`` as this batch left them so far: deleted
+        ones dropped, changed ones with their staged value. Keys first written in this
+        batch are added only with ``new`` (it walks every staged key of the CF: for small
+        meta scans; a lane's reader never passes them anyway, see workers/lanes.py)."""
+        found = self.store.scan(cf, start, end, limit)
+        staged = self._staged[cf]
+        if not staged:
+            return found
+        out = {key: staged.get(key, value) for key, value in found}
+        if new:
+            out.update((k, v) for k, v in staged.items() if start <= k < end and k not in out)
+        live = [(k, v) for k, v in out.items() if v is not None]
+        if new:
+            live.sort()
+        return live[:limit]
+
     # --- writes --------------------------------------------------------------------------
 
     def put(self, cf: str, key: bytes, value: bytes) -> None:
@@ -66,11 +103,54 @@ class Txn:
         self._undo.append((staged, key, staged.get(key, _MISSING)))
         staged[key] = None
 
+    def claim_seq(self, lane: bytes) -> int:
+        """The lane's next seq, counted as taken (workers/lanes.py): read from meta once
+        per batch, then counted here; undone with the op like a staged write."""
+        lane_next = self.lane_next
+        seq = lane_next.get(lane)
+        if lane not in self._lanes_saved:  # the first change since the savepoint: undoable
+            self._undo.append((lane_next, lane, _MISSING if seq is None else seq))
+            self._lanes_saved.add(lane)
+        if seq is None:
+            raw = self.get(CF.META, next_seq_key(lane))
+            seq = read_u64(raw) if raw else 0
+        lane_next[lane] = seq + 1
+        return seq
+
     def delete_range(self, cf: str, begin: bytes, end: bytes) -> None:
         self._ranges.append(DeleteRange(cf, begin, end))
 
     def add_pending(self, delta: int) -> None:
         self.pending_delta += delta
+
+    def count_topic(
+        self, topic: str, scheduled: int = 0, delivered: int = 0, cancelled: int = 0
+    ) -> None:
+        """Move a topic's counts (listed by GET /v1/topics); scheduled is the pending total's
+        share of the topic."""
+        self._count(keys.topic_counts_key(topic), (scheduled, delivered, cancelled))
+        self.pending_delta += scheduled
+
+    def count_group(
+        self, topic: str, group: str, inflight: int = 0, retrying: int = 0, dead: int = 0
+    ) -> None:
+        """Move a group's counts on a topic (GET /v1/topics/{topic}/groups, /metrics)."""
+        self._count(keys.group_counts_key(topic, group), (inflight, retrying, dead))
+
+    def _count(self, key: bytes, delta: Counts) -> None:
+        counts = self.counts
+        old = counts.get(key)
+        self._undo.append((counts, key, _MISSING if old is None else old))
+        counts[key] = (
+            delta if old is None else (old[0] + delta[0], old[1] + delta[1], old[2] + delta[2])
+        )
+
+    def note(self, event: str, n: int = 1) -> None:
+        """Count an event for the metrics (acks, nacks, expiries, dead letters, redrives)."""
+        tallies = self.tallies
+        old = tallies.get(event)
+        self._undo.append((tallies, event, _MISSING if old is None else old))
+        tallies[event] = (old or 0) + n
 
     def schedule_hint(self, due_ms: int) -> None:
         """A timer key was added: the scanner may have to wake earlier."""
@@ -79,30 +159,55 @@ class Txn:
 
     # --- savepoints ----------------------------------------------------------------------
 
-    def savepoint(self) -> tuple[int, int, int]:
-        return (len(self._undo), len(self._ranges), self.pending_delta)
+    def savepoint(self) -> tuple[int, int, int, int]:
+        self._lanes_saved.clear()
+        staged_events = len(self.events) if self.events is not None else 0
+        return (len(self._undo), len(self._ranges), self.pending_delta, staged_events)
 
-    def rollback(self, point: tuple[int, int, int]) -> None:
+    def rollback(self, point: tuple[int, int, int, int]) -> None:
         """Undo everything staged since ``point`` (hints and wake-ups may stay: harmless)."""
-        undo_len, ranges_len, pending = point
+        undo_len, ranges_len, pending, staged_events = point
         while len(self._undo) > undo_len:
             staged, key, old = self._undo.pop()
             if old is _MISSING:
                 del staged[key]
             else:
-                staged[key] = old  # type: ignore[assignment]
+                staged[key] = old
         del self._ranges[ranges_len:]
+        if self.events is not None:
+            del self.events[staged_events:]
         self.pending_delta = pending
+        self._lanes_saved.clear()
 
     # --- commit --------------------------------------------------------------------------
 
     def commit(self, pending_total: int) -> None:
         """Write everything staged as one WriteBatch (range deletes first), unsynced: the
         writer's Syncer fsyncs the WAL before any durable op is answered."""
+        meta = self._staged[CF.META]
         if self.pending_delta:
-            self._staged[CF.META][PENDING_KEY] = pending_total.to_bytes(8, "big")
+            meta[PENDING_KEY] = pending_total.to_bytes(8, "big")
+        for lane, seq in self.lane_next.items():
+            meta[next_seq_key(lane)] = u64(seq)
+        for key, (a, b, c) in self.counts.items():
+            if a or b or c:
+                x, y, z = decode_counts(self.get(CF.META, key))
+                meta[key] = encode_counts((x + a, y + b, z + c))
+        if self.events:
+            # The events and the counter that numbers them go in this same batch: a crash
+            # keeps both or neither, and a seq is never handed out twice.
+            raw = self.store.get(CF.META, EVENTS_NEXT_KEY)
+            seq = read_u64(raw) if raw else 0
+            value = events.encode(self.events, self.now_ms)
+            self._staged[CF.EVENTS][event_key(seq)] = value
+            meta[EVENTS_NEXT_KEY] = event_key(seq + events.count(value))
         self.store.write_staged(self._ranges, self._staged, sync=False)
 
     @property
     def empty(self) -> bool:
-        return not self._ranges and not any(self._staged.values())
+        return (
+            not self._ranges
+            and not any(self._staged.values())
+            and not self.events
+            and not self.counts
+        )

@@ -10,6 +10,14 @@ an op submitted ``inline`` while the writer thread is idle, by the submitting th
 Clients' ops wait in a bounded queue: when it is full, ``submit`` raises ``Overloaded``
 (HTTP 429). Internal ops (moves of due timers) have their own small queue and block the
 deliverer instead, which in turn blocks the scanner: back-pressure end to end.
+
+Deliveries first: a move never waits behind more than one unit of client work, the batch
+being written when it arrives (at most ``GROUP_COMMIT_MAX_ITEMS`` messages, or one op).
+Moves are taken before any client op; client ops queued behind a waiting move stay queued
+(an op that would have run inline queues instead, and the writer thread puts back what it
+took but did not start); once the writer thread has work in hand, no op runs inline in
+front of it; and when a batch ends while the scanner waits for it to see a due timer, the
+writer keeps the next slot for that timer's move (MOVE_HANDOFF_S at most).
 """
 
 from __future__ import annotations
@@ -20,15 +28,23 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from storage.errors import DiskFullError, RocktimerError, StorageError
+from storage.errors import (
+    DiskFullError,
+    Overloaded,
+    RocktimerError,
+    StorageError,
+    WriterStopped,
+)
 from storage.keys import PENDING_KEY, read_u64
 from storage.store import CF, RocksStore
 from workers.clock import Clock
+from workers.histogram import Histogram
 from workers.thread import OwnThread
 from workers.txn import Txn
 
@@ -36,26 +52,21 @@ log = logging.getLogger("rocktimer.writer")
 
 T = TypeVar("T")
 
-GROUP_COMMIT_MAX_OPS = 1024  # ops per WriteBatch; bounds one commit's latency
+GROUP_COMMIT_MAX_ITEMS = 1024  # messages per client batch (an op weighs its messages):
+# bounds how long a move of due timers can wait behind client work (a batch send of 1000
+# is one unit; four of them in one WriteBatch kept moves waiting ~4x as long)
 INTERNAL_QUEUE = 4  # moves waiting for the writer; more only adds memory, not speed
+MOVE_HANDOFF_S = 0.005  # longest the writer holds client work back for a due timer the
+# scanner could not scan until the last batch ended (its scan and the deliverer's hand-off
+# take well under a millisecond; without the wait, the next client batch went first)
 CALL_POLL_S = 1.0  # how often a waiting worker checks that the writer is still alive
 DISK_CHECK_MS = 50  # statvfs at most this often (it was 4% of the writer under load);
 # the reserve (min_free_bytes) covers what can be written in between
 REOPEN_BACKOFF_MS = 500  # between attempts to reopen a store whose write failed
 DISK_FULL_DETAIL = "the disk is nearly full: new messages are refused until space is freed"
 BROKEN_STORE_DETAIL = "the store cannot write at the moment (disk full or I/O error)"
-
-
-class Overloaded(RocktimerError):
-    """The writer queue is full; the client should back off and retry."""
-
-    def __init__(self, retry_after_s: int = 1) -> None:
-        super().__init__("the write queue is full; retry later")
-        self.retry_after_s = retry_after_s
-
-
-class WriterStopped(RocktimerError):
-    """The writer is not running (starting up or shutting down)."""
+BATCH_OPS_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, GROUP_COMMIT_MAX_ITEMS)
+FSYNC_BOUNDS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
 
 
 class _Loop(OwnThread, abc.ABC):
@@ -91,6 +102,7 @@ class _Op:
     durable: bool
     future: asyncio.Future[Any] | concurrent.futures.Future[Any]
     grows: bool = False  # adds data (a send): refused while the disk is nearly full
+    weight: int = 1  # messages it handles (GROUP_COMMIT_MAX_ITEMS)
 
 
 class Writer(_Loop):
@@ -104,9 +116,11 @@ class Writer(_Loop):
         queue_size: int,
         on_commit: Callable[[Txn], None] | None = None,
         min_free_bytes: int = 0,
+        log_events: bool = True,
     ) -> None:
         super().__init__()
         self.store = store
+        self.log_events = log_events  # stage events in each batch (workers/events.py)
         self.clock = clock
         self.queue_size = queue_size
         self.min_free_bytes = min_free_bytes
@@ -117,18 +131,24 @@ class Writer(_Loop):
         self._clients: deque[_Op] = deque()
         self._internal: deque[_Op] = deque()
         self._follow_ups: list[_Op] = []  # batch lock holder only (see follow_up)
+        # The writer thread took ops and has not finished them: nothing runs inline meanwhile.
+        self._in_hand = False
+        # The scanner waits for the batch being written to end before it can pick up a due
+        # timer (wait_horizon): the next slot is that timer's move.
+        self._move_due = False
         # Held by whoever is writing a batch: the writer thread, or the event loop running
         # an op inline (submit). Everything _process_batch touches is under it.
         self._batch_lock = threading.Lock()
         self.follow_ups_run = 0
         self._syncer = Syncer(store)
         # The scan horizon (see scan_horizon): the `now` of the batch being built, if any.
-        self._horizon_lock = threading.Lock()
+        self._horizon = threading.Condition()  # notified when a batch ends
         self._batch_now: int | None = None
         raw = store.get(CF.META, PENDING_KEY)
         self.pending_timers = read_u64(raw) if raw else 0
         self.batches = 0
         self.ops_done = 0
+        self.batch_ops = Histogram(BATCH_OPS_BOUNDS)  # ops per batch: how much group commit
         # Cancels committed so far. A scanned chunk remembers the count; if it is unchanged
         # when the chunk is moved, no message in it can have been cancelled meanwhile.
         self.cancels_committed = 0
@@ -153,13 +173,34 @@ class Writer(_Loop):
         return self._running and super().alive and self._syncer.alive
 
     @property
+    def fsync_seconds(self) -> Histogram:
+        """How long each WAL fsync took."""
+        return self._syncer.fsync_seconds
+
+    @property
     def queue_depth(self) -> int:
         return len(self._clients)
+
+    @property
+    def move_due(self) -> bool:
+        """The scanner is waiting for the batch being written to end to pick up a due timer."""
+        return self._move_due
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued and the writer thread has nothing in hand (an inline op may run)."""
+        return not (self._in_hand or self._clients or self._internal)
 
     # --- submitting ----------------------------------------------------------------------
 
     def submit(
-        self, fn: Callable[[Txn], T], *, durable: bool, grows: bool = False, inline: bool = False
+        self,
+        fn: Callable[[Txn], T],
+        *,
+        durable: bool,
+        grows: bool = False,
+        inline: bool = False,
+        weight: int = 1,
     ) -> asyncio.Future[T]:
         """Queue a client op from the event loop; the future completes after the commit.
 
@@ -171,16 +212,20 @@ class Writer(_Loop):
         as a batch of its own (the fsync, if durable, still on the syncer): two thread
         hand-offs fewer, which on this VM cost more than a small op itself (a receive or an
         ack; bench figure 3). Only for ops that never block.
+
+        ``weight``: the messages the op handles (a batch send's items), so that one client
+        batch stays one bounded unit of work ahead of a move.
         """
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        if inline and self._run_inline(_Op(fn, durable, future, grows)):
+        op = _Op(fn, durable, future, grows, weight)
+        if inline and self._run_inline(op):
             return future
         with self._cond:
             if not self._running:
                 raise WriterStopped("the service is shutting down")
             if len(self._clients) >= self.queue_size:
                 raise Overloaded()
-            self._clients.append(_Op(fn, durable, future, grows))
+            self._clients.append(op)
             self._cond.notify()
         return future
 
@@ -233,45 +278,78 @@ class Writer(_Loop):
         time has come delivers at once instead), so every key due <= the horizon is
         already committed: a scan never passes a key that lands behind it later.
         """
-        with self._horizon_lock:
+        with self._horizon:
             now = self.clock.now_ms()
             return now if self._batch_now is None else min(now, self._batch_now)
+
+    def wait_horizon(self, due_ms: int, timeout_s: float) -> None:
+        """Block until no batch being written holds the scan horizon below ``due_ms``.
+
+        How the scanner waits for a key that is due but not yet behind the horizon: a
+        rescan every millisecond meanwhile cost a third of the GIL under a send storm
+        (two RocksDB iterators a round; py-spy, bench figure 10).
+        """
+        with self._horizon:
+            self._move_due = True
+            self._horizon.wait_for(
+                lambda: self._batch_now is None or self._batch_now >= due_ms, timeout_s
+            )
 
     # --- the thread ----------------------------------------------------------------------
 
     def _take(self) -> list[_Op] | None:
+        """Every move waiting, as a batch of their own; else client ops worth at most
+        GROUP_COMMIT_MAX_ITEMS messages (or the one op at the head, if it weighs more)."""
         with self._cond:
             while not self._clients and not self._internal:
                 if not self._running:
                     return None
                 self._cond.wait()
-            ops: list[_Op] = []
-            # Internal first: delivering what is due is never starved by a send storm.
-            while self._internal and len(ops) < GROUP_COMMIT_MAX_OPS:
-                ops.append(self._internal.popleft())
-            while self._clients and len(ops) < GROUP_COMMIT_MAX_OPS:
+            if self._move_due and not self._internal:  # see wait_horizon
+                self._cond.wait_for(lambda: bool(self._internal), MOVE_HANDOFF_S)
+            self._move_due = False
+            self._in_hand = True
+            if self._internal:
+                ops = list(self._internal)
+                self._internal.clear()
+                self._cond.notify_all()  # room in the internal queue
+                return ops
+            ops = [self._clients.popleft()]
+            weight = ops[0].weight
+            while self._clients and weight + self._clients[0].weight <= GROUP_COMMIT_MAX_ITEMS:
+                weight += self._clients[0].weight
                 ops.append(self._clients.popleft())
-            self._cond.notify_all()  # room in the internal queue
             return ops
+
+    def _put_back(self, ops: list[_Op]) -> None:
+        """Client ops taken but not started go back to the head of the queue, in order."""
+        with self._cond:
+            self._clients.extendleft(reversed(ops))
 
     def _run(self) -> None:
         while True:
             ops = self._take()
             if ops is None:
                 return
-            # Ops that need no fsync (moves of due timers, receives) commit first and on
-            # their own: a delivery or a long poll never waits behind the fsync of a send
-            # storm. Concurrent requests have no order among them, so this reorders nothing
-            # a client can see.
-            quick = [op for op in ops if not op.durable]
-            if quick:
-                self._process(quick)
-            if len(quick) < len(ops):
-                self._process([op for op in ops if op.durable])
+            try:
+                # Ops that need no fsync (moves of due timers, receives) commit first and on
+                # their own: a delivery or a long poll never waits behind the fsync of a
+                # send storm. Concurrent requests have no order among them, so this
+                # reorders nothing a client can see.
+                quick = [op for op in ops if not op.durable]
+                if quick:
+                    self._process(quick)
+                durable = [op for op in ops if op.durable]
+                if durable and self._internal:  # a move came meanwhile: it goes first
+                    self._put_back(durable)
+                elif durable:
+                    self._process(durable)
+            finally:
+                self._in_hand = False
 
     def _run_inline(self, op: _Op) -> bool:
         """Process ``op`` on this thread if nobody is writing and nothing is queued."""
-        if not self._running or self._clients or self._internal or self.store.failed:
+        if not self.idle or not self._running or self.store.failed:
             return False
         if not self._batch_lock.acquire(blocking=False):
             return False
@@ -335,10 +413,10 @@ class Writer(_Loop):
         if self.min_free_bytes and self.clock.now_ms() >= self._next_disk_check_ms:
             self._next_disk_check_ms = self.clock.now_ms() + DISK_CHECK_MS
             self.disk_low = self.store.free_bytes() < self.min_free_bytes
-        with self._horizon_lock:
+        with self._horizon:
             now = self.clock.now_ms()
             self._batch_now = now
-        txn = Txn(self.store, now, self.cancels_committed)
+        txn = Txn(self.store, now, self.cancels_committed, log_events=self.log_events)
         results: list[tuple[_Op, bool, Any]] = []
         try:
             results = self._run_ops(txn, ops)
@@ -366,10 +444,12 @@ class Writer(_Loop):
                 self._syncer.add(results)
                 results = []
         finally:
-            with self._horizon_lock:
+            with self._horizon:
                 self._batch_now = None
+                self._horizon.notify_all()
         self.batches += 1
         self.ops_done += len(ops)
+        self.batch_ops.observe(len(ops))
         _complete(results)
 
 
@@ -398,6 +478,7 @@ class Syncer(_Loop):
         self._waiting: list[list[tuple[_Op, bool, Any]]] = []
         self._busy = False
         self.syncs = 0
+        self.fsync_seconds = Histogram(FSYNC_BOUNDS_S)
 
     def add(self, results: list[tuple[_Op, bool, Any]]) -> None:
         """Answer these once the WAL is synced (from the writer, after their write)."""
@@ -436,7 +517,9 @@ class Syncer(_Loop):
             error = StorageError(BROKEN_STORE_DETAIL)
         else:
             try:
+                started = time.perf_counter()
                 self.store.sync_wal()
+                self.fsync_seconds.observe(time.perf_counter() - started)
                 self.syncs += 1
             except Exception as exc:
                 log.error("WAL sync of %d batches failed: %s", len(batches), exc)

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of
-from app.errors import InvalidInput
-from app.routes.common import ERRORS, json_body, json_response, parse
+from app.openapi import BODY, V1, WRITE, json_body, replies
+from app.routes.common import (
+    PAGE_DEFAULT,
+    PAGE_MAX,
+    bad_cursor,
+    decode_cursor,
+    encode_cursor,
+    json_response,
+    parse,
+)
 from app.schemas import DeadLetterPage, RedriveResult
 from storage import keys
 from workers.retry import GroupSettings
@@ -21,15 +27,13 @@ router = APIRouter(
     tags=["admin"],
 )
 
-DLQ_PAGE_DEFAULT = 100
-
 
 @router.put(
     "",
     operation_id="put_group_settings",
     summary="Set the group's max_attempts and retry policy on this topic",
     openapi_extra=json_body(GroupSettings),
-    responses={200: {"model": GroupSettings}, **ERRORS},
+    responses=replies({200: GroupSettings}, *V1, *BODY, *WRITE),
 )
 async def put_group_settings(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)
@@ -39,18 +43,11 @@ async def put_group_settings(topic: TopicPath, group: GroupPath, request: Reques
 
 
 def _cursor(topic: str, group: str, cursor: str | None) -> bytes | None:
-    """Cursors are the position after the last item, opaque and URL-safe."""
-    if not cursor:
+    raw = decode_cursor(cursor)
+    if raw is None:
         return None
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-    except (binascii.Error, ValueError):
-        raw = b""
     if len(raw) != 16:
-        reason = "not a cursor from a previous page"
-        raise InvalidInput(
-            f"cursor: {reason}", [{"loc": ["query", "cursor"], "field": "cursor", "reason": reason}]
-        )
+        raise bad_cursor()
     return keys.dead_prefix(topic, group) + raw
 
 
@@ -58,14 +55,14 @@ def _cursor(topic: str, group: str, cursor: str | None) -> bytes | None:
     "/dlq",
     operation_id="list_dead_letters",
     summary="The group's dead letters from this topic, oldest first",
-    responses={200: {"model": DeadLetterPage}, **ERRORS},
+    responses=replies({200: DeadLetterPage}, *V1),
 )
 async def list_dead_letters(
     topic: TopicPath,
     group: GroupPath,
     request: Request,
     cursor: Annotated[str | None, Query(max_length=64)] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = DLQ_PAGE_DEFAULT,
+    limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = PAGE_DEFAULT,
 ) -> Response:
     engine = engine_of(request)
     found, more = engine.dead_letters(topic, group, _cursor(topic, group, cursor), limit)
@@ -82,7 +79,7 @@ async def list_dead_letters(
         ]
     }
     if more and found:
-        page["next_cursor"] = base64.urlsafe_b64encode(found[-1][0][-16:]).rstrip(b"=").decode()
+        page["next_cursor"] = encode_cursor(found[-1][0][-16:])
     return json_response(page)
 
 
@@ -90,7 +87,9 @@ async def list_dead_letters(
     "/dlq/{msg_id}/redrive",
     operation_id="redrive_dead_letter",
     summary="Put a dead letter back into the group's flow, attempts reset",
-    responses={200: {"model": RedriveResult}, **ERRORS},
+    responses=replies(
+        {200: RedriveResult}, *V1, *WRITE, 404, why={404: "Not a dead letter of this group"}
+    ),
 )
 async def redrive_dead_letter(
     topic: TopicPath, group: GroupPath, msg_id: MsgIdPath, request: Request

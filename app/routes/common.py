@@ -1,7 +1,9 @@
-"""What every route module shares: body parsing, JSON replies, documented error replies."""
+"""What every route module shares: body parsing and JSON replies."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any, TypeVar
 
 import orjson
@@ -9,22 +11,10 @@ from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
-from app.errors import UnsupportedMediaType, invalid
-from app.schemas import Problem
+from app.errors import invalid
+from storage.errors import InvalidInput, UnsupportedMediaType
 
 M = TypeVar("M", bound=BaseModel)
-
-ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": Problem, "content": {"application/problem+json": {}}}
-    for code in (400, 401, 403, 404, 409, 413, 415, 422, 429, 503)
-}
-
-
-def json_body(model: type[BaseModel]) -> dict[str, Any]:
-    """OpenAPI for a body we parse ourselves (raw bytes → model, skipping FastAPI's pass)."""
-    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
-
 
 JSON_TYPES = ("application/json",)
 
@@ -51,3 +41,32 @@ async def parse(request: Request, model: type[M]) -> M:
 
 def json_response(payload: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
+
+
+PAGE_DEFAULT = 100  # items per page when the client gives no limit
+PAGE_MAX = 1000
+
+
+def encode_cursor(position: bytes) -> str:
+    """A page cursor: the position after the last item, opaque and URL-safe."""
+    return base64.urlsafe_b64encode(position).rstrip(b"=").decode()
+
+
+def bad_cursor() -> InvalidInput:
+    reason = "not a cursor from a previous page"
+    return InvalidInput(
+        f"cursor: {reason}", [{"loc": ["query", "cursor"], "field": "cursor", "reason": reason}]
+    )
+
+
+def decode_cursor(cursor: str | None) -> bytes | None:
+    """The position a cursor holds (None: the first page); 422 if it is not one of ours."""
+    if not cursor:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    except (binascii.Error, ValueError):
+        raw = b""
+    if not raw:
+        raise bad_cursor()
+    return raw

@@ -9,8 +9,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of
-from app.routes.common import ERRORS, json_body, json_response, parse
+from app.config import Settings
+from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic
+from app.fastpath import fast_route
+from app.openapi import BODY, V1, WRITE, json_body, replies
+from app.routes.common import json_response, parse
 from app.schemas import (
     AckRequest,
     AckResult,
@@ -62,54 +65,54 @@ def _per_receipt(receipts: list[str], statuses: list[str]) -> Response:
     return json_response({"results": results})
 
 
-@router.post(
+@fast_route(
+    router,
+    "POST",
     "/receive",
     operation_id="receive_messages",
     summary="Receive visible messages (long poll with wait_ms)",
     openapi_extra=json_body(ReceiveRequest),
-    responses={200: {"model": ReceiveResult}, **ERRORS},
+    responses=replies({200: ReceiveResult}, *V1, *BODY, *WRITE),
 )
-async def receive_messages(topic: TopicPath, group: GroupPath, request: Request) -> Response:
-    return await take(engine_of(request), topic, group, request)
-
-
-async def take(engine: Engine, topic: str, group: str, request: Request) -> Response:
-    """All of a receive after routing (shared with app/fastpath.py)."""
+async def receive_messages(
+    engine: Engine, settings: Settings, request: Request, topic: str, group: str
+) -> Response:
+    readable_topic(topic)
     req = await parse(request, ReceiveRequest)
     got = await engine.receive(topic, group, req.max_messages, req.wait_ms, req.invisible_ms)
     return json_response({"messages": [_received(topic, g) for g in got]})
 
 
-@router.post(
+@fast_route(
+    router,
+    "POST",
     "/ack",
     operation_id="ack_messages",
     summary="Acknowledge received messages by receipt",
     openapi_extra=json_body(AckRequest),
-    responses={200: {"model": AckResult}, **ERRORS},
+    responses=replies({200: AckResult}, *V1, *BODY, *WRITE),
 )
-async def ack_messages(topic: TopicPath, group: GroupPath, request: Request) -> Response:
-    return await settle(engine_of(request), topic, group, request)
-
-
-async def settle(engine: Engine, topic: str, group: str, request: Request) -> Response:
-    """All of an ack after routing (shared with app/fastpath.py)."""
+async def ack_messages(
+    engine: Engine, settings: Settings, request: Request, topic: str, group: str
+) -> Response:
+    readable_topic(topic)
     req = await parse(request, AckRequest)
     return _per_receipt(req.receipts, await engine.ack(topic, group, list(req.receipts)))
 
 
-@router.post(
+@fast_route(
+    router,
+    "POST",
     "/nack",
     operation_id="nack_messages",
     summary="Fail received messages: they come back after the retry delay, or go to the DLQ",
     openapi_extra=json_body(NackRequest),
-    responses={200: {"model": NackResult}, **ERRORS},
+    responses=replies({200: NackResult}, *V1, *BODY, *WRITE),
 )
-async def nack_messages(topic: TopicPath, group: GroupPath, request: Request) -> Response:
-    return await fail(engine_of(request), topic, group, request)
-
-
-async def fail(engine: Engine, topic: str, group: str, request: Request) -> Response:
-    """All of a nack after routing (shared with app/fastpath.py)."""
+async def nack_messages(
+    engine: Engine, settings: Settings, request: Request, topic: str, group: str
+) -> Response:
+    readable_topic(topic)
     req = await parse(request, NackRequest)
     statuses = await engine.nack(topic, group, list(req.receipts), req.delay_ms)
     return _per_receipt(req.receipts, statuses)
@@ -120,10 +123,22 @@ async def fail(engine: Engine, topic: str, group: str, request: Request) -> Resp
     operation_id="change_invisibility",
     summary="Hold a received message longer (or shorter); returns a new receipt",
     openapi_extra=json_body(InvisibilityRequest),
-    responses={200: {"model": InvisibilityResult}, **ERRORS},
+    responses=replies(
+        {200: InvisibilityResult},
+        *V1,
+        *BODY,
+        *WRITE,
+        404,
+        409,
+        why={
+            404: "No message is held by this receipt in this topic and group",
+            409: "The receipt was acked, expired, or the message was received again",
+        },
+    ),
 )
 async def change_invisibility(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)
+    readable_topic(topic)
     req = await parse(request, InvisibilityRequest)
     receipt = await engine.change_invisibility(topic, group, req.receipt, req.invisible_ms)
     return json_response({"receipt": receipt})
@@ -133,7 +148,9 @@ async def change_invisibility(topic: TopicPath, group: GroupPath, request: Reque
     "/messages/{msg_id}",
     operation_id="get_group_message",
     summary="A message as this group sees it",
-    responses={200: {"model": GroupMessageState}, **ERRORS},
+    responses=replies(
+        {200: GroupMessageState}, *V1, 404, why={404: "The group never saw this message"}
+    ),
 )
 async def get_group_message(
     topic: TopicPath, group: GroupPath, msg_id: MsgIdPath, request: Request
@@ -152,7 +169,7 @@ async def get_group_message(
     "",
     operation_id="get_group_settings",
     summary="The group's settings on this topic (defaults until set)",
-    responses={200: {"model": GroupSettings}, **ERRORS},
+    responses=replies({200: GroupSettings}, *V1),
 )
 async def get_group_settings(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)

@@ -11,21 +11,24 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from app.config import Settings
-from app.deps import MsgIdPath, TopicPath, engine_of, settings_of
-from app.errors import InvalidInput, PayloadTooLarge, invalid, status_of
+from app.deps import MsgIdPath, TopicPath, engine_of, writable_topic
+from app.errors import invalid, public_detail, status_of
+from app.fastpath import fast_route
 from app.ids import new_msg_id, new_msg_ids
-from app.routes.common import ERRORS, json_body, json_response, parse, require_json
+from app.openapi import BODY, V1, WRITE, json_body, replies
+from app.routes.common import json_response, parse, require_json
 from app.schemas import (
     BatchEnvelope,
     BatchResult,
     CancelResult,
     MessageView,
+    RescheduleMessage,
     SendBatch,
     SendMessage,
     SendResult,
 )
-from storage.keys import RESERVED_PREFIXES
-from storage.records import BodyEncoding, MessageRecord, MessageState
+from storage.errors import InvalidInput, PayloadTooLarge
+from storage.records import BodyEncoding, IndexEntry, MessageRecord, MessageState
 from workers.messages import SendOutcome
 from workers.retry import DELAY_LEVELS_MS
 from workers.runner import Engine
@@ -36,19 +39,45 @@ router = APIRouter(
 )
 
 
-def writable_topic(topic: str) -> str:
-    if topic.startswith(RESERVED_PREFIXES):
-        reason = "names starting with %RETRY%, %DLQ% or %INVISIBLE% are reserved"
-        raise InvalidInput(
-            f"topic: {reason}", [{"loc": ["path", "topic"], "field": "topic", "reason": reason}]
-        )
-    return topic
-
-
 def _bad(loc: list[str | int], field: str, reason: str) -> InvalidInput:
     return InvalidInput(
         f"{field}: {reason}", [{"loc": [*loc, field], "field": field, "reason": reason}]
     )
+
+
+def deliver_time(
+    msg: SendMessage | RescheduleMessage,
+    now_ms: int,
+    settings: Settings,
+    loc: list[str | int],
+    *,
+    required: bool = False,
+) -> int:
+    """The deliver time a body asks for: at most one of deliver_at_ms, delay_ms and
+    delay_level (exactly one if ``required``; else none means now), within the maximum."""
+    given = [f for f in _WHEN if getattr(msg, f) is not None]
+    if len(given) > 1:
+        joined = " and ".join(given)
+        raise _bad(loc, given[1], f"give at most one of {', '.join(_WHEN)} (got {joined})")
+    if not given and required:
+        raise _bad(loc, "deliver_at_ms", f"give one of {', '.join(_WHEN)}")
+    at, delay, level = msg.deliver_at_ms, msg.delay_ms, msg.delay_level
+    if at is not None:
+        deliver_at, field = at, "deliver_at_ms"
+    elif delay is not None:
+        deliver_at, field = now_ms + delay, "delay_ms"
+    elif level is not None:
+        deliver_at, field = now_ms + DELAY_LEVELS_MS[level - 1], "delay_level"
+    else:
+        deliver_at, field = now_ms, "deliver_at_ms"
+    if deliver_at - now_ms > settings.max_delay_ms:
+        raise _bad(
+            loc, field, f"more than the maximum delay of {settings.max_delay_ms} ms from now"
+        )
+    return deliver_at
+
+
+_WHEN = ("deliver_at_ms", "delay_ms", "delay_level")
 
 
 def to_record(
@@ -62,29 +91,7 @@ def to_record(
     """Check what the schema cannot (limits, the delay against now) and build the record;
     ``msg_id``: the message's own, or a server-made one (app/ids.py) if it has none."""
 
-    at, delay, level = msg.deliver_at_ms, msg.delay_ms, msg.delay_level
-    if (at is not None) + (delay is not None) + (level is not None) > 1:
-        given = [
-            f for f in ("deliver_at_ms", "delay_ms", "delay_level") if getattr(msg, f) is not None
-        ]
-        joined = " and ".join(given)
-        raise _bad(
-            loc,
-            given[1],
-            f"give at most one of deliver_at_ms, delay_ms, delay_level (got {joined})",
-        )
-    if at is not None:
-        deliver_at, field = at, "deliver_at_ms"
-    elif delay is not None:
-        deliver_at, field = now_ms + delay, "delay_ms"
-    elif level is not None:
-        deliver_at, field = now_ms + DELAY_LEVELS_MS[level - 1], "delay_level"
-    else:
-        deliver_at, field = now_ms, "deliver_at_ms"
-    if deliver_at - now_ms > settings.max_delay_ms:
-        raise _bad(
-            loc, field, f"more than the maximum delay of {settings.max_delay_ms} ms from now"
-        )
+    deliver_at = deliver_time(msg, now_ms, settings, loc)
     if msg.body_encoding == "base64":
         try:
             body = base64.b64decode(msg.body, validate=True)
@@ -123,22 +130,27 @@ def _sent(out: SendOutcome) -> dict[str, Any]:
     }
 
 
-@router.post(
+@fast_route(
+    router,
+    "POST",
     "",
     operation_id="send_message",
     summary="Schedule one message",
     status_code=201,
     openapi_extra=json_body(SendMessage),
-    responses={201: {"model": SendResult}, 200: {"model": SendResult}, **ERRORS},
+    responses=replies(
+        {201: SendResult, 200: SendResult},
+        *V1,
+        *BODY,
+        *WRITE,
+        409,
+        why={409: "The msg_id was cancelled"},
+    ),
 )
-async def send_message(topic: TopicPath, request: Request) -> Response:
-    return await schedule_one(engine_of(request), settings_of(request), topic, request)
-
-
-async def schedule_one(
-    engine: Engine, settings: Settings, topic: str, request: Request
+async def send_message(
+    engine: Engine, settings: Settings, request: Request, topic: str
 ) -> Response:
-    """All of a single send after routing (shared with app/fastpath.py)."""
+    engine.lag.admit()  # before any parsing: refusing must cost less than accepting
     writable_topic(topic)
     require_json(request)
     try:
@@ -152,21 +164,19 @@ async def schedule_one(
     return json_response(_sent(out), 201 if out.created else 200)
 
 
-@router.post(
+@fast_route(
+    router,
+    "POST",
     "/batch",
     operation_id="send_messages",
     summary="Schedule up to 1000 messages, each on its own",
     openapi_extra=json_body(SendBatch),
-    responses={200: {"model": BatchResult}, **ERRORS},
+    responses=replies({200: BatchResult}, *V1, *BODY, *WRITE),
 )
-async def send_messages(topic: TopicPath, request: Request) -> Response:
-    return await schedule_many(engine_of(request), settings_of(request), topic, request)
-
-
-async def schedule_many(
-    engine: Engine, settings: Settings, topic: str, request: Request
+async def send_messages(
+    engine: Engine, settings: Settings, request: Request, topic: str
 ) -> Response:
-    """All of a batch send after routing (shared with app/fastpath.py)."""
+    engine.lag.admit()
     writable_topic(topic)
     require_json(request)
     raw = await request.body()
@@ -202,7 +212,7 @@ async def schedule_many(
             results[index] = {
                 "index": index,
                 "status": status_of(outcome)[0],
-                "error": str(outcome),
+                "error": public_detail(outcome),
             }
         else:
             results[index] = {
@@ -228,7 +238,7 @@ def _validate_items(
         except ValidationError as exc:
             err = invalid(exc, ["body", "messages", index])
             items.append(None)
-            results.append({"index": index, "status": err.status, "error": str(err)})
+            results.append({"index": index, "status": status_of(err)[0], "error": str(err)})
     return items, results
 
 
@@ -236,12 +246,18 @@ def _validate_items(
     "/{msg_id}",
     operation_id="get_message",
     summary="A message's state",
-    responses={200: {"model": MessageView}, **ERRORS},
+    responses=replies({200: MessageView}, *V1, 404),
 )
 async def get_message(topic: TopicPath, msg_id: MsgIdPath, request: Request) -> Response:
     engine = engine_of(request)
     found = engine.status(topic, msg_id)
-    entry, rec = found.entry, found.record
+    return json_response(message_view(topic, msg_id, found.entry, found.record))
+
+
+def message_view(
+    topic: str, msg_id: str, entry: IndexEntry, rec: MessageRecord | None
+) -> dict[str, Any]:
+    """A message as GET .../messages/{msg_id} shows it (MessageView)."""
     view: dict[str, Any] = {
         "topic": topic,
         "msg_id": msg_id,
@@ -256,14 +272,40 @@ async def get_message(topic: TopicPath, msg_id: MsgIdPath, request: Request) -> 
         view["cancelled_at_ms"] = entry.done_at_ms
     if rec is not None and rec.tag is not None:
         view["tag"] = rec.tag
-    return json_response(view)
+    return view
+
+
+@fast_route(
+    router,
+    "PATCH",
+    "/{msg_id}",
+    operation_id="reschedule_message",
+    summary="Move a scheduled message to another time (a past time: at once)",
+    openapi_extra=json_body(RescheduleMessage),
+    responses=replies(
+        {200: SendResult},
+        *V1,
+        *BODY,
+        *WRITE,
+        404,
+        409,
+        why={409: "Already delivered, or cancelled"},
+    ),
+)
+async def reschedule_message(
+    engine: Engine, settings: Settings, request: Request, topic: str, msg_id: str
+) -> Response:
+    writable_topic(topic)
+    body = await parse(request, RescheduleMessage)
+    deliver_at = deliver_time(body, engine.clock.now_ms(), settings, ["body"], required=True)
+    return json_response(_sent(await engine.reschedule(topic, msg_id, deliver_at)))
 
 
 @router.delete(
     "/{msg_id}",
     operation_id="cancel_message",
     summary="Cancel a scheduled message (a uniq-key tombstone)",
-    responses={200: {"model": CancelResult}, **ERRORS},
+    responses=replies({200: CancelResult}, *V1, *WRITE, 404, 409, why={409: "Already delivered"}),
 )
 async def cancel_message(topic: TopicPath, msg_id: MsgIdPath, request: Request) -> Response:
     engine = engine_of(request)

@@ -8,10 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from storage.keys import message_key
 from storage.store import CF, RocksStore
 from tests.app.conftest import LiveApp
+from tests.workers.support import wait_until
+from workers.clock import FakeClock
 from workers.txn import Txn
 
 EXPECTED_OPERATIONS = {
@@ -31,6 +34,14 @@ EXPECTED_OPERATIONS = {
     "put_group_settings",
     "list_dead_letters",
     "redrive_dead_letter",
+    "list_topics",
+    "list_groups",
+    "list_messages",
+    "reschedule_message",
+    "put_schedule",
+    "get_schedule",
+    "list_schedules",
+    "delete_schedule",
 }
 
 
@@ -108,13 +119,59 @@ def test_readyz_tells_the_truth_when_a_worker_dies(live: Callable[..., Any]) -> 
 
 
 def test_metrics_expose_pending_timers_and_lateness(live: Callable[..., Any]) -> None:
-    with live() as app, httpx.Client(base_url=app.url) as c:
+    # A fake clock: the message sent for "now" is delivered 0 ms late however busy the
+    # machine (on the real clock the writer's batch may start a few ms after the route).
+    with live(clock=FakeClock()) as app, httpx.Client(base_url=app.url) as c:
         c.post("/v1/topics/t/messages", json={"msg_id": "later", "body": "x", "delay_ms": 60_000})
         c.post("/v1/topics/t/messages", json={"msg_id": "now", "body": "x"})
         text = c.get("/metrics").text
         assert "rocktimer_pending_timers 1.0" in text
         assert 'rocktimer_delivery_lateness_seconds_bucket{le="0.001"} 1.0' in text
         assert "rocktimer_delivery_lateness_seconds_count 1.0" in text
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """The value of one sample of a Prometheus exposition."""
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return float(s.value)
+    raise AssertionError(f"no {name} {labels} in /metrics")
+
+
+def test_metrics_answer_an_operators_questions(live: Callable[..., Any]) -> None:
+    clock = FakeClock()
+    with live(clock=clock) as app, httpx.Client(base_url=app.url) as c:
+        # A deliver time of 1970 is due at arrival: not 56 years late.
+        c.post("/v1/topics/t/messages", json={"body": "x", "deliver_at_ms": 0})
+        for i in range(3):
+            c.post("/v1/topics/t/messages", json={"msg_id": f"m{i}", "body": "x"})
+        c.put("/v1/topics/t/groups/g", json={"max_attempts": 2})
+        got = c.post("/v1/topics/t/groups/g/receive", json={"max_messages": 3}).json()
+        receipts = [m["receipt"] for m in got["messages"]]
+        c.post("/v1/topics/t/groups/g/ack", json={"receipts": receipts[:1]})
+        c.post("/v1/topics/t/groups/g/nack", json={"receipts": receipts[1:2], "delay_ms": 60_000})
+        clock.advance(30_001)  # the third one's invisibility runs out
+        wait_until(lambda: app.engine.tallies["expiries"] == 1, what="the expiry")
+        text = c.get("/metrics").text
+
+    assert sample(text, "rocktimer_delivery_lateness_seconds_count") == 4
+    assert sample(text, "rocktimer_delivery_lateness_seconds_sum") == 0
+    group = {"topic": "t", "group": "g"}
+    assert sample(text, "rocktimer_group_backlog", **group) == 2  # 1 never received, 1 back
+    assert sample(text, "rocktimer_group_inflight", **group) == 0
+    assert sample(text, "rocktimer_group_retrying", **group) == 1
+    assert sample(text, "rocktimer_group_dead", **group) == 0
+    for event, n in [("acks", 1), ("nacks", 1), ("expiries", 1), ("dead_letters", 0)]:
+        assert sample(text, f"rocktimer_{event}_total") == n
+    assert sample(text, "rocktimer_redrives_total") == 0
+    duration = "rocktimer_request_duration_seconds_count"
+    fast = "/v1/topics/{topic}/groups/{group}/receive"  # served by the ASGI fast path
+    assert sample(text, duration, route=fast, method="POST") == 1
+    put = "/v1/topics/{topic}/groups/{group}"
+    assert sample(text, duration, route=put, method="PUT") == 1
+    assert sample(text, "rocktimer_wal_fsync_seconds_count") >= 1
+    assert sample(text, "rocktimer_writer_batch_ops_count") >= 7
 
 
 def test_openapi_has_stable_operation_ids_and_named_schemas(live: Callable[..., Any]) -> None:
@@ -130,8 +187,16 @@ def test_openapi_has_stable_operation_ids_and_named_schemas(live: Callable[..., 
         "AckRequest",
         "Problem",
         "SendResult",
+        "RescheduleMessage",
+        "PutSchedule",
+        "ScheduleView",
+        "SchedulePage",
     ):
         assert name in schemas
+    patch = ops["reschedule_message"]
+    assert patch["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/RescheduleMessage"
+    )
     send = ops["send_message"]
     assert send["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(
         "/SendMessage"
@@ -157,3 +222,53 @@ def test_api_keys_gate_roles(live: Callable[..., Any]) -> None:
         assert len(got.json()["messages"]) == 2
         assert c.get("/healthz").status_code == 200
         assert c.get("/metrics").status_code == 200
+
+
+def test_lagging_deliveries_show_in_readyz_and_metrics_and_sends_get_429(
+    live: Callable[..., Any],
+) -> None:
+    clock = FakeClock()
+    entered, release = threading.Event(), threading.Event()
+
+    def busy(_: Txn) -> None:  # client work holding the writer while a timer falls due
+        entered.set()
+        release.wait(20)
+
+    with live(clock, due_backlog_limit_ms=1_000) as app, httpx.Client(base_url=app.url) as c:
+        send = {"msg_id": "due", "body": "x", "delay_ms": 100}
+        assert c.post("/v1/topics/t/messages", json=send).status_code == 201
+        assert c.get("/readyz").json()["status"] == "ready"
+        wait_until(lambda: app.engine.scanner.next_due_ms is not None)
+        blocker = threading.Thread(target=lambda: app.engine.writer.call(busy, durable=False))
+        blocker.start()
+        try:
+            assert entered.wait(20)
+            clock.advance(1_200)
+            ready = c.get("/readyz")
+            assert ready.status_code == 200
+            assert ready.json() == {
+                "status": "lagging",
+                "pending_timers": 1,
+                "writer_queue": 0,
+                "due_backlog_timers": 1,
+                "due_backlog_oldest_ms": 1_100,
+            }
+            text = c.get("/metrics").text
+            assert "rocktimer_due_backlog_timers 1.0" in text
+            assert "rocktimer_due_backlog_oldest_seconds 1.1" in text
+            later = {"msg_id": "later", "body": "x", "delay_ms": 60_000}
+            for refused in (
+                c.post("/v1/topics/t/messages", json=later),
+                c.post("/v1/topics/t/messages/batch", json={"messages": [later]}),
+            ):
+                assert refused.status_code == 429
+                assert refused.headers["content-type"] == "application/problem+json"
+                assert int(refused.headers["retry-after"]) >= 1
+                assert "behind" in refused.json()["detail"]
+            assert "rocktimer_sends_refused_lagging_total 2.0" in c.get("/metrics").text
+        finally:
+            release.set()
+            blocker.join(20)
+        wait_until(lambda: c.get("/readyz").json()["status"] == "ready")
+        assert c.get("/v1/topics/t/messages/due").json()["state"] == "delivered"
+        assert c.post("/v1/topics/t/messages", json=later).status_code == 201

@@ -14,9 +14,11 @@ import pytest
 
 from bench import (
     batch,
+    events,
     growth,
     lateness,
     loader,
+    ontime,
     pending,
     probe,
     process,
@@ -57,10 +59,32 @@ def test_batch_figure_runs() -> None:
 
 
 @pytest.mark.slow
+def test_event_log_figure_runs() -> None:
+    order = (("off", events.OFF), ("on", events.ON))
+    rows = events.run_figure(warmup_s=0.2, seconds=0.5, batches=3, storm_n=1_500, order=order)
+    assert [r.number for r in rows] == ["10", "10", "10"]
+    assert all(r.ratio != "0.00" for r in rows), rows
+    rendered(rows)
+
+
+@pytest.mark.slow
 def test_lateness_figure_runs() -> None:
     rows = lateness.run_figure(seconds=1, rate=300)
     assert len(rows) == 2
     assert all(r.notes.startswith("300/300 received") for r in rows)
+    rendered(rows)
+
+
+@pytest.mark.slow
+def test_ontime_figure_runs() -> None:
+    rows = ontime.run_figure(seconds=0.5, rate=400, consume_ceiling=2_000)
+    assert len(rows) == 10
+    assert all(r.number == "10" for r in rows)
+    lateness, throughput = rows[:6], rows[6:]
+    assert all(r.notes.startswith("200/200 received") for r in lateness)
+    assert all(r.ceiling.startswith("timers alone p50 ") for r in lateness)
+    assert [r.ceiling.split(" ")[0] for r in throughput] == ["producer"] * 2 + ["consumers"] * 2
+    assert all(r.result.endswith(" msg/s") for r in throughput)
     rendered(rows)
 
 

@@ -140,14 +140,17 @@ def test_thousand_messages_each_once_in_due_order(client: httpx.Client, topic: s
     rng = random.Random(7)
     dues = {f"m{i:04d}": start + rng.randrange(0, 2_000) for i in range(1000)}
     items = [{"msg_id": k, "body": k, "deliver_at_ms": v} for k, v in dues.items()]
+    at_once: set[str] = set()  # already due when they arrived (a slow machine): they enter then
     for i in range(0, 1000, 250):
         r = client.post(f"/v1/topics/{topic}/messages/batch", json={"messages": items[i : i + 250]})
         assert {x["status"] for x in r.json()["results"]} == {201}
+        at_once |= {x["msg_id"] for x in r.json()["results"] if x["state"] == "delivered"}
     got = receive_all(client, topic, "g", 1000, timeout_s=20)
     ids = [m["msg_id"] for m in got]
     assert len(ids) == 1000
     assert set(ids) == set(dues)
-    order = [dues[i] for i in ids]
+    order = [dues[i] for i in ids if i not in at_once]
+    assert len(order) > 500, "the machine was too slow for this test to check the order"
     assert order == sorted(order), "a topic's log must be in deliver_at order"
     time.sleep(0.3)
     extra = client.post(f"/v1/topics/{topic}/groups/g/receive", json={"wait_ms": 0}).json()
@@ -179,3 +182,48 @@ def test_cancel_racing_delivery_never_delivers_a_cancelled_message(
     got |= {m["msg_id"] for m in late}
     assert not got & cancelled, "a message whose cancel got 200 was delivered"
     assert got == {f"r{i}" for i in range(n)} - cancelled
+
+
+def test_reschedule_over_http(client: httpx.Client, topic: str) -> None:
+    url = f"/v1/topics/{topic}/messages"
+    far = now_ms() + 3_600_000
+    assert send(client, topic, msg_id="r", deliver_at_ms=far).status_code == 201
+    later = client.patch(f"{url}/r", json={"delay_ms": 7_200_000})
+    assert later.status_code == 200
+    body = later.json()
+    assert body["state"] == "scheduled"
+    assert body["deliver_at_ms"] >= far + 3_590_000
+    assert client.get(f"{url}/r").json()["deliver_at_ms"] == body["deliver_at_ms"]
+    now = client.patch(f"{url}/r", json={"deliver_at_ms": 1})  # a past time: at once
+    assert (now.status_code, now.json()["state"]) == (200, "delivered")
+    assert [m["msg_id"] for m in receive_all(client, topic, "g", 1, timeout_s=5)] == ["r"]
+    assert client.patch(f"{url}/r", json={"delay_ms": 5}).status_code == 409
+    assert send(client, topic, msg_id="c", delay_ms=60_000).status_code == 201
+    assert client.delete(f"{url}/c").status_code == 200
+    assert client.patch(f"{url}/c", json={"delay_ms": 5}).status_code == 409
+    missing = client.patch(f"{url}/nobody", json={"delay_ms": 5})
+    assert missing.status_code == 404
+    assert missing.headers["content-type"] == "application/problem+json"
+
+
+def test_reschedule_bad_input(client: httpx.Client, topic: str) -> None:
+    url = f"/v1/topics/{topic}/messages"
+    assert send(client, topic, msg_id="b", delay_ms=60_000).status_code == 201
+    cases = [
+        ({}, "deliver_at_ms"),
+        ({"delay_ms": 1, "delay_level": 2}, "delay_level"),
+        ({"delay_level": 19}, "delay_level"),
+        ({"delay_ms": "5"}, "delay_ms"),
+        ({"deliver_at_ms": now_ms() + TEN_YEARS_MS + 60_000}, "deliver_at_ms"),
+        ({"delay_ms": 5, "body": "x"}, "body"),
+    ]
+    for payload, field in cases:
+        r = client.patch(f"{url}/b", json=payload)
+        assert r.status_code == 422, payload
+        assert r.headers["content-type"] == "application/problem+json"
+        assert field in r.text, (payload, r.text)
+    assert (
+        client.patch("/v1/topics/%25RETRY%25g/messages/b", json={"delay_ms": 5}).status_code == 422
+    )
+    assert client.patch(f"{url}/bad%20id", json={"delay_ms": 5}).status_code == 422
+    assert client.get(f"{url}/b").json()["state"] == "scheduled"

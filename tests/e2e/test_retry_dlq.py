@@ -26,8 +26,8 @@ def receive(c: httpx.Client, topic: str, group: str, wait_ms: int = 3_000) -> li
     return got
 
 
-def nack(c: httpx.Client, topic: str, group: str, receipt: str) -> None:
-    r = c.post(f"{group_url(topic, group)}/nack", json={"receipts": [receipt]})
+def nack(c: httpx.Client, topic: str, group: str, receipt: str, **extra: int) -> None:
+    r = c.post(f"{group_url(topic, group)}/nack", json={"receipts": [receipt], **extra})
     assert r.json()["results"][0]["status"] == "nacked", r.text
 
 
@@ -35,7 +35,7 @@ def test_nacks_to_dlq_then_redrive_then_ack(client: httpx.Client, topic: str) ->
     settings = {"max_attempts": 3, "retry": {"policy": "fixed", "interval_ms": 200}}
     put = client.put(group_url(topic, "g"), json=settings)
     assert put.status_code == 200
-    assert client.get(group_url(topic, "g")).json() == settings
+    assert client.get(group_url(topic, "g")).json() == {**settings, "filter": "*"}
     client.post(f"/v1/topics/{topic}/messages", json={"msg_id": "m", "body": "hi"})
     for attempt in (1, 2, 3):
         got = receive(client, topic, "g")
@@ -98,6 +98,8 @@ def test_invisibility_change_over_http(client: httpx.Client, topic: str) -> None
         ({"retry": {"policy": "exponential", "initial_ms": -1}}, "initial_ms"),
         ({"retry": {"policy": "sometimes"}}, "retry"),
         ({"retry": {"policy": "fixed", "bogus": 1}}, "bogus"),
+        ({"filter": "TagA ||"}, "filter"),
+        ({"filter": "TagA | TagB"}, "filter"),
     ],
 )
 def test_bad_group_settings_are_422(
@@ -121,11 +123,13 @@ def test_sigkill_mid_retry_cycle_keeps_attempts_and_due_times(
     data = tmp_path / "data"
     srv = fresh_server(data)
     with httpx.Client(base_url=srv.url, timeout=10) as c:
-        c.put(group_url("t", "g"), json={"retry": {"policy": "fixed", "interval_ms": 3_000}})
+        # Long enough that a restart on a loaded machine ends before the retry is due.
+        c.put(group_url("t", "g"), json={"retry": {"policy": "fixed", "interval_ms": 15_000}})
         c.post("/v1/topics/t/messages", json={"msg_id": "m", "body": "x"})
-        for _ in range(2):
-            got = receive(c, "t", "g", wait_ms=5_000)
-            nack(c, "t", "g", got[0]["receipt"])
+        got = receive(c, "t", "g", wait_ms=5_000)
+        nack(c, "t", "g", got[0]["receipt"], delay_ms=0)  # back at once: attempt 2 now
+        got = receive(c, "t", "g", wait_ms=5_000)
+        nack(c, "t", "g", got[0]["receipt"])  # the policy's 15 s
         before = c.get(f"{group_url('t', 'g')}/messages/m").json()
     srv.kill()
     assert before["state"] == "retrying"
@@ -134,7 +138,22 @@ def test_sigkill_mid_retry_cycle_keeps_attempts_and_due_times(
     with httpx.Client(base_url=again.url, timeout=10) as c:
         after = c.get(f"{group_url('t', 'g')}/messages/m").json()
         assert after == before, "attempts and the next visible time survive the crash"
-        got = receive(c, "t", "g", wait_ms=8_000)
+        got = receive(c, "t", "g", wait_ms=25_000)
         received_at = time.time() * 1000
         assert [m["attempt"] for m in got] == [3]
         assert received_at >= before["next_visible_ms"]
+
+
+def test_a_tag_filter_over_http(client: httpx.Client, topic: str) -> None:
+    r = client.put(group_url(topic, "tags"), json={"filter": "TagA || TagB"})
+    assert r.status_code == 200
+    assert client.get(group_url(topic, "tags")).json()["filter"] == "TagA || TagB"
+    for msg_id, tag in [("a", "TagA"), ("c", "TagC"), ("b", "TagB")]:
+        sent = client.post(
+            f"/v1/topics/{topic}/messages", json={"msg_id": msg_id, "body": "x", "tag": tag}
+        )
+        assert sent.status_code == 201
+    got = receive(client, topic, "tags")
+    assert [m["msg_id"] for m in got] == ["a", "b"]
+    view = client.get(f"{group_url(topic, 'tags')}/messages/c").json()
+    assert view["state"] == "filtered"

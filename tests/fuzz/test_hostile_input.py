@@ -34,7 +34,7 @@ U64_PLUS_1 = 2**64
 I64_PLUS_1 = 2**63  # the schema's maximum for times is 2**63 - 1
 RSS_LIMIT_MIB = 300  # the server process, while and after refusing a 100 MB body
 RSS_GROWTH_LIMIT_MIB = 64  # buffering the body would add at least 100 MiB
-DEFAULT_GROUP_SETTINGS = {"max_attempts": 16, "retry": {"policy": "levels"}}  # api.md
+DEFAULT_GROUP_SETTINGS = {"max_attempts": 16, "retry": {"policy": "levels"}, "filter": "*"}
 
 
 class Recorder:
@@ -623,8 +623,8 @@ def test_get_with_a_body_ignores_it_and_keeps_the_connection_in_sync(
 # --- methods ----------------------------------------------------------------------------
 
 NOT_ALLOWED: list[tuple[str, str, set[str]]] = [
-    ("PATCH", "/v1/topics/{topic}/messages/m", {"GET", "DELETE"}),
-    ("POST", "/v1/topics/{topic}/messages/m", {"GET", "DELETE"}),
+    ("PUT", "/v1/topics/{topic}/messages/m", {"GET", "DELETE", "PATCH"}),
+    ("POST", "/v1/topics/{topic}/messages/m", {"GET", "DELETE", "PATCH"}),
     ("PATCH", "/v1/topics/{topic}/groups/g", {"GET", "PUT"}),
     ("DELETE", "/v1/topics/{topic}/groups/g", {"GET", "PUT"}),
     ("GET", "/v1/topics/{topic}/messages/batch/x", set()),

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from storage import keys
 from tests.storage.strategies import dues, msg_ids, names, relaxed, short_ids, short_names, u64s
+from workers.timers import message
 
 timer_tuples = st.tuples(dues, st.one_of(names, short_names), st.one_of(msg_ids, short_ids))
 
@@ -19,7 +20,7 @@ timer_tuples = st.tuples(dues, st.one_of(names, short_names), st.one_of(msg_ids,
 def test_timer_key_byte_order_is_due_topic_msg_id_order(
     a: tuple[int, str, str], b: tuple[int, str, str]
 ) -> None:
-    ka, kb = keys.message_timer_key(*a), keys.message_timer_key(*b)
+    ka, kb = message.timer_key(*a), message.timer_key(*b)
     assert (ka < kb) == (a < b)
     assert (ka == kb) == (a == b)
 
@@ -29,48 +30,29 @@ def test_timer_key_byte_order_is_due_topic_msg_id_order(
 def test_sorting_timer_keys_sorts_by_due_then_topic_then_msg_id(
     items: list[tuple[int, str, str]],
 ) -> None:
-    by_key = sorted(items, key=lambda t: keys.message_timer_key(*t))
+    by_key = sorted(items, key=lambda t: message.timer_key(*t))
     assert by_key == sorted(items)
 
 
 def test_separator_sorts_before_every_allowed_character() -> None:
     # A topic that is a prefix of another sorts first, whatever follows the separator.
-    short = keys.message_timer_key(5, "ab", "zzzz")
-    long = keys.message_timer_key(5, "ab%", "0")
+    short = message.timer_key(5, "ab", "zzzz")
+    long = message.timer_key(5, "ab%", "0")
     assert short < long
-    assert keys.message_timer_key(4, "zz", "z") < keys.message_timer_key(5, "%", "-")
+    assert message.timer_key(4, "zz", "z") < message.timer_key(5, "%", "-")
 
 
 @relaxed
 @given(due=dues, topic=names, msg_id=msg_ids)
 def test_message_timer_key_round_trip(due: int, topic: str, msg_id: str) -> None:
-    decoded = keys.decode_timer_key(keys.message_timer_key(due, topic, msg_id))
+    decoded = keys.decode_timer_key(message.timer_key(due, topic, msg_id))
     assert decoded == keys.TimerKey(due, topic, msg_id.encode())
-
-
-@relaxed
-@given(due=dues, topic=names, group=names, seq=u64s, generation=u64s)
-def test_invisible_timer_key_round_trip(
-    due: int, topic: str, group: str, seq: int, generation: int
-) -> None:
-    timer = keys.decode_timer_key(keys.invisible_timer_key(due, topic, group, seq, generation))
-    assert timer.due_ms == due
-    assert timer.target == keys.INVISIBLE_PREFIX + group
-    assert keys.decode_group_timer(timer) == keys.GroupTimer(topic, group, seq, generation)
-
-
-def test_invisible_timer_key_with_zero_bytes_in_seq_and_generation() -> None:
-    # seq/generation are binary and full of 0x00: decoding must split on the first separator.
-    key = keys.invisible_timer_key(0, "t", "g", 0, 1 << 56)
-    assert keys.decode_group_timer(keys.decode_timer_key(key)) == keys.GroupTimer(
-        "t", "g", 0, 1 << 56
-    )
 
 
 @relaxed
 @given(due=u64s, topic=names, msg_id=msg_ids)
 def test_due_bound_splits_timers_by_due(due: int, topic: str, msg_id: str) -> None:
-    key = keys.message_timer_key(due, topic, msg_id)
+    key = message.timer_key(due, topic, msg_id)
     assert keys.due_bound(due) <= key  # due >= bound's due: at or after the bound
     if due < 2**64 - 1:
         assert key < keys.due_bound(due + 1)  # the scanner's exclusive end for "<= due"

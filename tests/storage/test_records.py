@@ -1,4 +1,4 @@
-"""Value codecs: messages, index entries, in-flight records and timer values round-trip."""
+"""Value codecs: messages, index entries, and in-flight records round-trip."""
 
 from __future__ import annotations
 
@@ -16,15 +16,12 @@ from storage.records import (
     Inflight,
     MessageRecord,
     MessageState,
-    TimerKind,
     decode_index,
     decode_inflight,
     decode_message,
     encode_index,
     encode_inflight,
     encode_message,
-    timer_kind,
-    timer_value,
 )
 from tests.storage.strategies import msg_ids, names, relaxed, u64s
 
@@ -143,20 +140,6 @@ def test_inflight_round_trip(
 def test_undecodable_inflight_raises_corrupt_record(data: bytes) -> None:
     with pytest.raises(CorruptRecordError):
         decode_inflight(data)
-
-
-@relaxed
-@given(kind=st.sampled_from(TimerKind), payload=st.binary(max_size=50))
-def test_timer_value_round_trip(kind: TimerKind, payload: bytes) -> None:
-    value = timer_value(kind, payload)
-    assert timer_kind(value) is kind
-    assert value[1:] == payload
-
-
-@pytest.mark.parametrize("value", [b"", b"\x00", b"\x63payload"])
-def test_undecodable_timer_value_raises_corrupt_record(value: bytes) -> None:
-    with pytest.raises(CorruptRecordError):
-        timer_kind(value)
 
 
 def test_a_record_cut_short_is_corrupt_not_a_wrong_record() -> None:

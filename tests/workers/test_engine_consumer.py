@@ -7,10 +7,13 @@ from storage.records import GroupState, decode_inflight
 from storage.store import CF
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import record, run, start_parts, timer_keys, wait_until
+from tests.workers.test_receipts import forge_crc_receipt
 from workers.clock import FakeClock
 from workers.consume import ACKED, EXPIRED, UNKNOWN, Received
-from workers.receipts import encode_receipt
+from workers.receipts import decode_receipt, encode_receipt
 from workers.runner import Engine
+from workers.timers import invisible
+from workers.timers.hold import GroupTimer
 
 INVISIBLE_MS = 5_000
 
@@ -56,8 +59,13 @@ def test_unknown_receipts(engine: Engine) -> None:
     assert ack(engine, ["garbage", ""]) == [UNKNOWN, UNKNOWN]
     assert ack(engine, [receipt], group="other") == [UNKNOWN]
     assert ack(engine, [receipt], topic="other") == [UNKNOWN]
-    assert ack(engine, [encode_receipt("t", "g", 99, 1)]) == [UNKNOWN]  # no such seq
-    assert ack(engine, [encode_receipt("t", "g", 0, 2)]) == [UNKNOWN]  # a future generation
+    secret = engine.store.secret(keys.RECEIPT_SECRET_KEY)
+    held = decode_receipt(secret, receipt, "t", "g")
+    assert held is not None
+    assert ack(engine, [encode_receipt(secret, "t", "g", 99, 1)]) == [UNKNOWN]  # no such seq
+    later = encode_receipt(secret, "t", "g", 0, held.generation + 1)
+    assert ack(engine, [later]) == [UNKNOWN]  # a future generation
+    assert ack(engine, [forge_crc_receipt("t", "g", 0, 1)]) == [UNKNOWN]  # built by hand
     assert group_state(engine, 0) is GroupState.INFLIGHT  # none of them touched it
     assert ack(engine, [receipt]) == [ACKED]
 
@@ -114,15 +122,17 @@ def test_receipt_expires_at_its_deadline_even_before_the_timer_fires(
 def test_acked_message_does_not_come_back(engine: Engine, clock: FakeClock) -> None:
     deliver_now(engine, "t", "m")
     deliver_now(engine, "t", "n")
+    first_held = clock.now_ms()  # a first hold's generation (consume._hold)
     got = receive(engine)
     assert ack(engine, [got[0].receipt]) == [ACKED]
     clock.advance(INVISIBLE_MS)
     again = receive(engine, wait_ms=10_000)
     assert [(r.record.msg_id, r.attempt) for r in again] == [("n", 2)]
+    due = clock.now_ms() + INVISIBLE_MS
     wait_until(
         lambda: (
             timer_keys(engine.store)
-            == [keys.invisible_timer_key(clock.now_ms() + INVISIBLE_MS, "t", "g", 1, 2)]
+            == [invisible.timer_key(due, GroupTimer("t", "g", 1, first_held + 1))]
         ),
         what="only n's new invisibility",
     )
@@ -143,3 +153,16 @@ def test_a_zero_invisibility_still_comes_back(engine: Engine, clock: FakeClock) 
     clock.advance(1)
     again = receive(engine, wait_ms=10_000)
     assert [(r.record.msg_id, r.attempt) for r in again] == [("m", 2)]
+
+
+def test_a_receipt_of_one_group_does_not_ack_the_message_another_group_holds(
+    engine: Engine,
+) -> None:
+    """Issue 10.6: these two groups' CRCs collide; their receipts were byte-identical."""
+    deliver_now(engine, "rt", "m")
+    first = receive(engine, topic="rt", group="g29685295")[0].receipt
+    second = receive(engine, topic="rt", group="g32060020")[0].receipt
+    assert first != second
+    assert ack(engine, [first], topic="rt", group="g32060020") == [UNKNOWN]
+    assert ack(engine, [second], topic="rt", group="g29685295") == [UNKNOWN]
+    assert ack(engine, [first], topic="rt", group="g29685295") == [ACKED]

@@ -18,6 +18,7 @@ from tests.workers.support import record, run, start_parts, timer_keys, topic_lo
 from workers.clock import FakeClock
 from workers.messages import SendOutcome
 from workers.runner import Engine
+from workers.timers import message
 
 
 def moved_is(engine: Engine, n: int) -> Callable[[], bool]:
@@ -108,8 +109,8 @@ def test_moving_a_span_never_deletes_a_key_that_was_not_moved(
     run(engine.send(record("t", "c", start + 300)))
     clock.advance(100)
     wait_until(moved_is(engine, early), what="the early ones")
-    last_moved = keys.message_timer_key(start + 100, "t", early_ids[-1])
-    key_c = keys.message_timer_key(start + 300, "t", "c")
+    last_moved = message.timer_key(start + 100, "t", early_ids[-1])
+    key_c = message.timer_key(start + 300, "t", "c")
     assert engine.store.get(CF.META, keys.WATERMARK_KEY) == keys.successor(last_moved)
     assert timer_keys(engine.store) == [key_c]
 
@@ -117,7 +118,7 @@ def test_moving_a_span_never_deletes_a_key_that_was_not_moved(
     run(engine.send(record("t", "b", start + 200)))
     # And one due right now: it goes to the log, never into the timer span.
     run(engine.send(record("t", "now", start + 100)))
-    assert timer_keys(engine.store) == [keys.message_timer_key(start + 200, "t", "b"), key_c]
+    assert timer_keys(engine.store) == [message.timer_key(start + 200, "t", "b"), key_c]
 
     clock.advance(200)
     wait_until(moved_is(engine, early + 2), what="b and c")
@@ -137,7 +138,7 @@ def test_watermark_passes_every_delivered_key_and_later_timers_still_fire(
     wait_until(lambda: engine.deliverer.moved == n, what="all deliveries")
     watermark = engine.store.get(CF.META, keys.WATERMARK_KEY)
     assert watermark is not None
-    assert all(keys.message_timer_key(r.deliver_at_ms, r.topic, r.msg_id) < watermark for r in recs)
+    assert all(message.timer_key(r.deliver_at_ms, r.topic, r.msg_id) < watermark for r in recs)
     assert engine.sweeper.sweep()  # compacts the reclaimed span once...
     assert not engine.sweeper.sweep()  # ...and not again until the watermark moves
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from storage.errors import MessageConflict, MessageNotFound
 from storage.records import MessageState
 from tests.workers.support import record, run, timer_keys, topic_log, wait_until
 from workers.clock import FakeClock
 from workers.consume import Received
-from workers.errors import MessageConflict, MessageNotFound
 from workers.messages import CancelOutcome, SendOutcome
 from workers.runner import Engine
 

@@ -4,10 +4,13 @@ place (invariant 2)."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from storage import keys
 from storage.records import MessageState, decode_index
@@ -18,12 +21,14 @@ from tests.workers.support import (
     record,
     run,
     start_parts,
+    stop_within,
     timer_keys,
     topic_log,
     wait_until,
 )
 from workers.clock import FakeClock
-from workers.runner import Engine
+from workers.runner import Engine, EngineConfig
+from workers.timers import message
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,7 +53,7 @@ def test_restart_delivers_what_is_left_exactly_once_from_the_watermark(
 
     second = make_engine()
     watermark = second.store.get(CF.META, keys.WATERMARK_KEY)
-    assert watermark == keys.successor(keys.message_timer_key(start + 100, "t", "early2"))
+    assert watermark == keys.successor(message.timer_key(start + 100, "t", "early2"))
     assert second.scanner.cursor == watermark  # the scan resumes past the reclaimed span
     assert second.writer.pending_timers == 7  # the gauge survives too
     second.start()
@@ -161,7 +166,7 @@ def test_a_crash_mid_delivery_leaves_each_message_in_exactly_one_place(
             assert raw is not None  # every send was acknowledged, so it is on disk
             entry = decode_index(raw)
             states[entry.state] += 1
-            in_timers = keys.message_timer_key(due, topic, msg_id) in timers
+            in_timers = message.timer_key(due, topic, msg_id) in timers
             if entry.state is MessageState.SCHEDULED:
                 assert in_timers
             else:
@@ -182,3 +187,30 @@ def test_a_crash_mid_delivery_leaves_each_message_in_exactly_one_place(
     for t in range(3):
         ids = [e.msg_id for e in topic_log(engine.store, f"t{t}")]
         assert sorted(ids) == sorted(f"m{i}" for i in range(t, n, 3))  # each exactly once
+
+
+def test_a_clock_stepped_back_across_a_restart_still_delivers_what_falls_due(
+    make_engine: EngineFactory, clock: FakeClock, data_dir: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 10.1: deliver at T, restart with the clock at T - 10 s, send one due at
+    T - 5 s: it is delivered once the clock passes it, whatever the watermark says."""
+    first = make_engine()
+    first.start()
+    due = clock.now_ms() + 1_000
+    run(first.send(record("t", "before", due)))
+    clock.advance(1_000)
+    wait_until(lambda: first.deliverer.moved == 1, what="the first delivery")
+    first.stop()
+
+    behind = FakeClock(due - 10_000)
+    with caplog.at_level(logging.WARNING, logger="rocktimer.scanner"):
+        second = Engine(EngineConfig(data_dir=data_dir), behind)
+    assert any("10000 ms behind" in r.getMessage() for r in caplog.records)
+    second.start()
+    try:
+        run(second.send(record("t", "after", due - 5_000)))
+        behind.advance(6_000)
+        wait_until(lambda: second.deliverer.moved == 1, what="the message sent after the step")
+        assert second.status("t", "after").entry.state is MessageState.DELIVERED
+    finally:
+        stop_within(second)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from storage.errors import MessageConflict, MessageNotFound
 from storage.keys import DLQ_PREFIX
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import record, run, wait_until
 from workers.clock import FakeClock
 from workers.consume import Received
-from workers.errors import MessageConflict, MessageNotFound
 from workers.retry import FixedPolicy, GroupSettings
 from workers.runner import Engine
 
@@ -178,3 +178,38 @@ def test_dead_letter_pages(make_engine: EngineFactory, clock: FakeClock) -> None
     assert not more
     ids = [d.msg_id for page in (first, second, third) for _, d in page]
     assert ids == [f"m{i}" for i in range(5)], "oldest first"
+
+
+def test_group_counts_follow_every_transition(engine: Engine, clock: FakeClock) -> None:
+    def counts() -> tuple[int, int, int, int]:
+        (g,), _ = engine.groups("t", None, 10)
+        return g.backlog, g.inflight, g.retrying, g.dead
+
+    run(engine.put_group_settings("t", "g", GroupSettings(max_attempts=2)))
+    for i in range(4):
+        run(engine.send(record("t", f"m{i}", clock.now_ms())))
+    assert counts() == (4, 0, 0, 0)
+    held = receive(engine, n=3)
+    assert counts() == (1, 3, 0, 0)
+    run(engine.ack("t", "g", [held[0].receipt]))
+    run(engine.nack("t", "g", [held[1].receipt], 2 * INVISIBLE))
+    assert counts() == (1, 1, 1, 0)
+    clock.advance(INVISIBLE)  # held[2]'s invisibility runs out: visible again at once
+    wait_until(lambda: counts() == (2, 0, 1, 0), what="the expiry")
+    clock.advance(INVISIBLE)  # held[1]'s back-off ends
+    wait_until(lambda: counts() == (3, 0, 0, 0), what="the retry")
+    again = receive(engine)
+    assert counts() == (0, 3, 0, 0)
+    run(engine.nack("t", "g", [r.receipt for r in again if r.attempt == 2], None))
+    assert counts() == (0, 1, 0, 2)  # both had their 2 attempts: dead
+    run(engine.redrive("t", "g", "m1"))
+    assert counts() == (1, 1, 0, 1)
+    assert engine.tallies == {
+        "acks": 1,
+        "nacks": 3,
+        "expiries": 1,
+        "dead_letters": 2,
+        "redrives": 1,
+    }
+    (topic,), _ = engine.topics(None, 1)
+    assert topic == ("%DLQ%g", 0, 2, 0)

@@ -1,5 +1,5 @@
-"""move_due, the atomic move of due timers into topic logs (invariants 2 and 4), driven
-through a Writer on a real store, without the scanner."""
+"""move_due (workers/timers/move.py): the atomic move of due timers into topic logs
+(invariants 2 and 4), driven through a Writer on a real store, without the scanner."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from storage import keys
 from storage.errors import StorageError
-from storage.records import MessageState, TimerKind, decode_index, timer_value
+from storage.records import MessageState, decode_counts, decode_index
 from storage.store import CF, Delete, DeleteRange, Put
 from tests.workers.support import (
     TIMER_END,
@@ -26,6 +26,8 @@ from workers import messages
 from workers.clock import FakeClock
 from workers.deliverer import Deliverer
 from workers.scanner import Chunk
+from workers.timers.move import RANGE_DELETE_MIN, move_due
+from workers.txn import Txn
 from workers.writer import Writer
 
 
@@ -56,7 +58,7 @@ def test_move_skips_a_message_cancelled_after_the_scan(
     call(writer, lambda txn: messages.cancel(txn, "t", "b"), durable=True)
     clock.advance(100)
 
-    moved = call(writer, lambda txn: messages.move_due(txn, scanned), durable=False)
+    moved = call(writer, lambda txn: move_due(txn, scanned), durable=False)
 
     assert moved == 2
     assert [r.msg_id for r in topic_log(store, "t")] == ["a", "c"]
@@ -74,7 +76,7 @@ def test_move_records_where_each_message_went(
     schedule(writer, "t", "a", due)
     schedule(writer, "u", "a", due)
     clock.advance(25)
-    call(writer, lambda txn: messages.move_due(txn, due_entries(store)), durable=False)
+    call(writer, lambda txn: move_due(txn, due_entries(store)), durable=False)
     for topic in ("t", "u"):
         status = messages.status(store, topic, "a")
         assert status.entry.state is MessageState.DELIVERED
@@ -96,7 +98,7 @@ def test_a_failed_move_leaves_every_message_a_timer(
     store.fail_writes = 1
 
     with pytest.raises(StorageError):
-        call(writer, lambda txn: messages.move_due(txn, scanned), durable=False)
+        call(writer, lambda txn: move_due(txn, scanned), durable=False)
 
     assert timer_keys(store) == [k for k, _ in scanned]
     assert index_state(store, "t", "a") is MessageState.SCHEDULED
@@ -105,12 +107,12 @@ def test_a_failed_move_leaves_every_message_a_timer(
     assert store.get(CF.META, keys.next_seq_key(keys.topic_lane("t"))) is None
     assert writer.pending_timers == 2
 
-    assert call(writer, lambda txn: messages.move_due(txn, scanned), durable=False) == 2
+    assert call(writer, lambda txn: move_due(txn, scanned), durable=False) == 2
     assert [r.msg_id for r in topic_log(store, "t")] == ["a", "b"]
     assert writer.pending_timers == 0
 
 
-@pytest.mark.parametrize("count", [5, messages.RANGE_DELETE_MIN])
+@pytest.mark.parametrize("count", [5, RANGE_DELETE_MIN])
 def test_each_move_is_one_write_batch(
     writer: Writer, store: RecordingStore, clock: FakeClock, count: int
 ) -> None:
@@ -120,11 +122,11 @@ def test_each_move_is_one_write_batch(
     clock.advance(10)
     scanned = due_entries(store)
     writes_before = len(store.writes)
-    call(writer, lambda txn: messages.move_due(txn, scanned), durable=False)
+    call(writer, lambda txn: move_due(txn, scanned), durable=False)
     assert len(store.writes) == writes_before + 1
     ops, _ = store.writes[-1]
     timer_ops = [op for op in ops if op.cf == CF.TIMERS]
-    if count >= messages.RANGE_DELETE_MIN:
+    if count >= RANGE_DELETE_MIN:
         # One range tombstone for the whole span instead of a point delete per timer,
         # written with the log appends and index updates.
         span = DeleteRange(CF.TIMERS, scanned[0][0], keys.successor(scanned[-1][0]))
@@ -172,7 +174,7 @@ def test_a_cancel_after_the_scans_mark_is_seen_by_the_move(
     call(writer, lambda txn: messages.cancel(txn, "t", "b"), durable=True)
     assert writer.cancels_committed != mark
 
-    moved = call(writer, lambda txn: messages.move_due(txn, scanned, mark), durable=False)
+    moved = call(writer, lambda txn: move_due(txn, scanned, mark), durable=False)
 
     assert moved == 1
     assert [r.msg_id for r in topic_log(store, "t")] == ["a"]
@@ -200,7 +202,7 @@ def test_a_cancel_staged_earlier_in_the_same_batch_is_seen_by_the_move(
         lambda txn: messages.cancel(txn, "t", "b"), durable=False, future=cancelled, internal=False
     )
     writer.enqueue_internal(
-        lambda txn: messages.move_due(txn, scanned, mark),
+        lambda txn: move_due(txn, scanned, mark),
         durable=False,
         future=move,
         internal=False,
@@ -227,7 +229,7 @@ def test_with_no_cancel_since_the_mark_every_scanned_message_moves(
     mark = writer.cancels_committed
     scanned = due_entries(store)
     assert len(scanned) == 2  # the cancelled one's timer was deleted with its tombstone
-    assert call(writer, lambda txn: messages.move_due(txn, scanned, mark), durable=False) == 2
+    assert call(writer, lambda txn: move_due(txn, scanned, mark), durable=False) == 2
     assert [r.msg_id for r in topic_log(store, "t")] == ["a", "b"]
     for msg_id in ("a", "b"):
         status = messages.status(store, "t", msg_id)
@@ -242,9 +244,33 @@ def test_an_undecodable_group_timer_is_skipped_not_fatal(
     due = clock.now_ms() + 10
     schedule(writer, "t", "a", due)
     bad = keys.timer_key(due, keys.INVISIBLE_PREFIX + "g", b"no-separator-here")
-    store.write([Put(CF.TIMERS, bad, timer_value(TimerKind.INVISIBLE))], sync=True)
+    store.write([Put(CF.TIMERS, bad, b"")], sync=True)
     clock.advance(10)
     scanned = due_entries(store)
     assert len(scanned) == 2
-    assert call(writer, lambda txn: messages.move_due(txn, scanned), durable=False) == 1
+    assert call(writer, lambda txn: move_due(txn, scanned), durable=False) == 1
     assert [r.msg_id for r in topic_log(store, "t")] == ["a"]
+
+
+def test_a_move_updates_each_topics_counts_once_in_its_own_batch(
+    writer: Writer, store: RecordingStore, clock: FakeClock
+) -> None:
+    due = clock.now_ms() + 100
+    for i in range(600):
+        schedule(writer, "a" if i % 3 else "b", f"m{i}", due)
+    clock.advance(100)
+    staged: list[dict[bytes, tuple[int, int, int]]] = []
+
+    def move(txn: Txn) -> int:
+        moved = move_due(txn, due_entries(store))
+        staged.append(dict(txn.counts))
+        return moved
+
+    writes_before = len(store.writes)
+    assert call(writer, move, durable=False) == 600
+    assert staged == [
+        {keys.topic_counts_key("a"): (-400, 400, 0), keys.topic_counts_key("b"): (-200, 200, 0)}
+    ]
+    assert len(store.writes) == writes_before + 1  # the counts rode in the move's batch
+    counts = {t: decode_counts(store.get(CF.META, keys.topic_counts_key(t))) for t in "ab"}
+    assert counts == {"a": (0, 400, 0), "b": (0, 200, 0)}

@@ -1,4 +1,4 @@
-"""Receipt handles: opaque, URL-safe, bound to one (topic, group)."""
+"""Receipt handles: opaque, URL-safe, unforgeable, bound to one (topic, group)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,13 @@ from tests.storage.strategies import names, relaxed, u64s
 from workers.receipts import Receipt, decode_receipt, encode_receipt
 
 URL_SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
+SECRET = b"s" * 32
+
+
+def forge_crc_receipt(topic: str, group: str, seq: int, generation: int) -> str:
+    """A receipt as the old scheme made it: anyone could build one, no secret needed."""
+    raw = struct.pack(">QQI", seq, generation, zlib.crc32(f"{topic}\x00{group}".encode()))
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
 @relaxed
@@ -22,9 +29,9 @@ URL_SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
 def test_receipt_round_trip_and_is_url_safe(
     topic: str, group: str, seq: int, generation: int
 ) -> None:
-    receipt = encode_receipt(topic, group, seq, generation)
+    receipt = encode_receipt(SECRET, topic, group, seq, generation)
     assert URL_SAFE.match(receipt)
-    assert decode_receipt(receipt, topic, group) == Receipt(seq, generation)
+    assert decode_receipt(SECRET, receipt, topic, group) == Receipt(seq, generation)
 
 
 @relaxed
@@ -33,14 +40,26 @@ def test_receipt_of_another_topic_or_group_decodes_to_none(
     a: tuple[str, str], b: tuple[str, str], seq: int, generation: int
 ) -> None:
     assume(a != b)
-    # The owner check is a CRC-32: a collision (odds 2**-32) would be a false accept.
-    assume(zlib.crc32("\x00".join(a).encode()) != zlib.crc32("\x00".join(b).encode()))
-    assert decode_receipt(encode_receipt(*a, seq, generation), *b) is None
+    assert decode_receipt(SECRET, encode_receipt(SECRET, *a, seq, generation), *b) is None
+
+
+def test_groups_whose_crc_collides_get_different_receipts() -> None:
+    """Issue 10.6: g29685295 and g32060020 on topic rt had byte-identical receipts."""
+    assert zlib.crc32(b"rt\x00g29685295") == zlib.crc32(b"rt\x00g32060020")
+    one = encode_receipt(SECRET, "rt", "g29685295", 0, 1)
+    assert one != encode_receipt(SECRET, "rt", "g32060020", 0, 1)
+    assert decode_receipt(SECRET, one, "rt", "g32060020") is None
+
+
+def test_a_receipt_built_without_the_secret_is_refused() -> None:
+    assert decode_receipt(SECRET, forge_crc_receipt("t", "g", 0, 1), "t", "g") is None
+    other = encode_receipt(b"x" * 32, "t", "g", 0, 1)  # another store's secret
+    assert decode_receipt(SECRET, other, "t", "g") is None
 
 
 @pytest.mark.parametrize(("topic", "group"), [("t2", "g"), ("t", "g2"), ("g", "t"), ("tg", "")])
 def test_receipt_is_bound_to_its_topic_and_group(topic: str, group: str) -> None:
-    assert decode_receipt(encode_receipt("t", "g", 7, 1), topic, group) is None
+    assert decode_receipt(SECRET, encode_receipt(SECRET, "t", "g", 7, 1), topic, group) is None
 
 
 @pytest.mark.parametrize(
@@ -49,28 +68,27 @@ def test_receipt_is_bound_to_its_topic_and_group(topic: str, group: str) -> None
         "",
         "garbage",
         "!!!!",
-        "ünïcode",
-        "=" * 27,
-        base64.urlsafe_b64encode(b"\x00" * 19).decode(),  # one byte short
-        base64.urlsafe_b64encode(b"\x00" * 21).decode(),  # one byte long
-        encode_receipt("t", "g", 1, 1)[:-2],  # truncated
-        encode_receipt("t", "g", 1, 1) + "AA",  # extended
+        "ünïcode" * 6 + "a",
+        "=" * 43,
+        base64.urlsafe_b64encode(b"\x00" * 31).decode(),  # one byte short
+        base64.urlsafe_b64encode(b"\x00" * 33).decode(),  # one byte long
+        encode_receipt(SECRET, "t", "g", 1, 1)[:-2],  # truncated
+        encode_receipt(SECRET, "t", "g", 1, 1) + "AA",  # extended
     ],
 )
 def test_garbage_decodes_to_none(garbage: str) -> None:
-    assert decode_receipt(garbage, "t", "g") is None
+    assert decode_receipt(SECRET, garbage, "t", "g") is None
 
 
 @relaxed
-@given(raw=st.binary(min_size=20, max_size=20))
-def test_random_handles_with_a_wrong_owner_decode_to_none(raw: bytes) -> None:
-    assume(struct.unpack(">QQI", raw)[2] != zlib.crc32(b"t\x00g"))
+@given(raw=st.binary(min_size=32, max_size=32))
+def test_random_handles_decode_to_none(raw: bytes) -> None:
     receipt = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-    assert decode_receipt(receipt, "t", "g") is None
+    assert decode_receipt(SECRET, receipt, "t", "g") is None
 
 
 @relaxed
 @given(text=st.text(max_size=60))
 def test_any_text_decodes_to_none_or_a_receipt(text: str) -> None:
-    decoded = decode_receipt(text, "t", "g")
+    decoded = decode_receipt(SECRET, text, "t", "g")
     assert decoded is None or isinstance(decoded, Receipt)

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from storage import keys
-from storage.errors import RocktimerError, StorageError
+from storage.errors import Overloaded, RocktimerError, StorageError, WriterStopped
 from storage.keys import PENDING_KEY
-from storage.records import MessageRecord, MessageState
+from storage.records import MessageRecord, MessageState, decode_counts
 from storage.store import CF, Put
 from tests.workers.support import (
     Gate,
@@ -29,8 +29,9 @@ from tests.workers.support import (
 from workers import messages
 from workers.clock import FakeClock
 from workers.messages import SendOutcome
+from workers.timers import message
 from workers.txn import Txn
-from workers.writer import Overloaded, Writer, WriterStopped
+from workers.writer import Writer
 
 
 def put_op(cf: str, key: bytes, value: bytes) -> Callable[[Txn], None]:
@@ -92,6 +93,32 @@ def test_txn_rollback_undoes_only_what_was_staged_after_the_savepoint(
     assert store.get(CF.META, b"kept") == b"store"
     assert store.get(CF.TIMERS, b"timer") == b"v"  # the range delete was rolled back
     assert store.get(CF.META, PENDING_KEY) == keys.u64(7)
+
+
+def test_txn_counts_roll_back_with_their_op_and_add_up_across_commits(
+    store: RecordingStore,
+) -> None:
+    topic_key, group_key = keys.topic_counts_key("t"), keys.group_counts_key("t", "g")
+    txn = Txn(store, 0)
+    txn.count_topic("t", scheduled=1)
+    txn.note("acks")
+    point = txn.savepoint()
+    txn.count_topic("t", scheduled=2, cancelled=1)
+    txn.count_group("t", "g", dead=1)
+    txn.note("acks", 5)
+    txn.rollback(point)
+    assert txn.counts == {topic_key: (1, 0, 0)}
+    assert txn.tallies == {"acks": 1}
+    assert txn.pending_delta == 1
+    txn.commit(1)
+    assert len(store.writes) == 1  # the counts rode in the batch of the change
+
+    again = Txn(store, 0)
+    again.count_topic("t", scheduled=-1, delivered=1)
+    again.count_group("t", "g", inflight=1)
+    again.commit(0)
+    assert decode_counts(store.get(CF.META, topic_key)) == (0, 1, 0)
+    assert decode_counts(store.get(CF.META, group_key)) == (1, 0, 0)
 
 
 def test_txn_commit_keeps_a_key_put_inside_a_range_deleted_in_the_same_batch(
@@ -317,6 +344,7 @@ def test_an_inline_op_queues_while_the_writer_is_busy_and_durable_ones_wait_for_
         gate.release.set()
         await held
         await queued
+        wait_until(lambda: writer.idle)  # its thread answers a moment before it is done
         store.hold_syncs = threading.Event()
         durable = writer.submit(op, durable=True, inline=True)
         await asyncio.sleep(0.05)
@@ -489,6 +517,6 @@ def test_a_send_already_due_never_becomes_a_timer_key(
     assert due_now.state is MessageState.DELIVERED
     assert past.state is MessageState.DELIVERED
     assert future.state is MessageState.SCHEDULED
-    assert timer_keys(store) == [keys.message_timer_key(now + 1, "t", "next")]
+    assert timer_keys(store) == [message.timer_key(now + 1, "t", "next")]
     assert [r.msg_id for r in topic_log(store, "t")] == ["now", "past"]
     assert writer.pending_timers == 1

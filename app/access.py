@@ -1,0 +1,69 @@
+"""The outermost middleware: one access-log line per request (method, path, status, ms)
+and the request latency histogram by route template (app/metrics.py, RequestTimes).
+
+The route is the template that served the request ("/v1/topics/{topic}/messages"), never
+the path itself, so the metric's label set stays small: FastAPI leaves its route in the
+scope, the ASGI fast path (app/fastpath.py) its own template; anything else is
+``unmatched``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.metrics import RequestTimes
+
+log = logging.getLogger("rocktimer.access")
+
+ROUTE_KEY = "rocktimer.route"  # where the fast path puts the template it served
+UNMATCHED = "unmatched"
+
+
+def route_of(scope: Scope) -> str:
+    template = scope.get(ROUTE_KEY)
+    if template is None:
+        template = getattr(scope.get("route"), "path", None)
+    return template or UNMATCHED
+
+
+class AccessLog:
+    def __init__(self, app: ASGIApp, times: RequestTimes, log_requests: bool) -> None:
+        self.app = app
+        self.times = times
+        self.log_requests = log_requests
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # if the app fails before it answers
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            seconds = time.perf_counter() - started
+            method = scope["method"]
+            self.times.observe(route_of(scope), method, seconds)
+            if self.log_requests and log.isEnabledFor(logging.INFO):
+                path = scope["path"]
+                if scope.get("query_string"):
+                    path += "?" + scope["query_string"].decode("latin-1")
+                ms = round(seconds * 1000, 1)
+                log.info(
+                    "%s %s %d %.1fms",
+                    method,
+                    path,
+                    status,
+                    ms,
+                    extra={"method": method, "path": path, "status": status, "ms": ms},
+                )

@@ -1,0 +1,92 @@
+"""uvicorn's httptools protocol with a bound on request headers.
+
+httptools keeps every header byte it is fed until the headers end, with no limit: one
+64 MiB header took 128 MB of RSS. This refuses a request whose request line and headers
+pass MAX_HEADER_BYTES in all with 431, closing the connection: counted exactly as the
+parser hands them over, and, for headers still incomplete, by the bytes read so far.
+"""
+
+from __future__ import annotations
+
+import orjson
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+MAX_HEADER_BYTES = 32 * 1024  # request line + headers, all of them (api.md, Edges)
+
+_DETAIL = f"request headers over {MAX_HEADER_BYTES} bytes in all"
+_BODY = orjson.dumps(
+    {
+        "type": "about:blank",
+        "title": "Request Header Fields Too Large",
+        "status": 431,
+        "detail": _DETAIL,
+    }
+)
+TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+    b"content-type: application/problem+json\r\n"
+    b"content-length: " + str(len(_BODY)).encode() + b"\r\n"
+    b"connection: close\r\n\r\n" + _BODY
+)
+
+
+class HeadersTooLarge(Exception):
+    """Raised from a parser callback: httptools stops parsing (uvicorn's 400 path)."""
+
+
+class BoundedHeaders(HttpToolsProtocol):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._in_head = True  # between requests, or inside a request line and its headers
+        self._read_in_head = 0  # bytes read while in the head (a bound for partial headers)
+        self._head_size = 0  # request line and headers the parser has handed over
+        self._refused = False
+
+    def data_received(self, data: bytes) -> None:
+        if self.transport.is_closing():
+            return
+        if self._in_head:
+            if self._read_in_head > MAX_HEADER_BYTES:  # earlier reads never ended the head
+                self._refuse()
+                return
+            self._read_in_head += len(data)
+        super().data_received(data)
+
+    def send_400_response(self, msg: str) -> None:
+        if self._refused:
+            self._refuse()
+        else:
+            super().send_400_response(msg)
+
+    def _refuse(self) -> None:
+        self._refused = True
+        self.logger.warning("refused a request: %s", _DETAIL)
+        self.transport.write(TOO_LARGE)
+        self.transport.close()
+
+    def _count(self, size: int) -> None:
+        self._head_size += size
+        if self._head_size > MAX_HEADER_BYTES:
+            self._refused = True
+            raise HeadersTooLarge(_DETAIL)
+
+    def on_message_begin(self) -> None:
+        self._head_size = 0
+        super().on_message_begin()
+
+    def on_url(self, url: bytes) -> None:
+        self._count(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._in_head = True
+        self._read_in_head = 0
+        super().on_message_complete()

@@ -1,0 +1,215 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.batch_result import BatchResult
+from ...models.problem import Problem
+from ...models.send_batch import SendBatch
+from ...types import Response
+
+
+def _get_kwargs(
+    topic: str,
+    *,
+    body: SendBatch,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/v1/topics/{topic}/messages/batch".format(
+            topic=quote(str(topic), safe=""),
+        ),
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> BatchResult | Problem | None:
+    if response.status_code == 200:
+        response_200 = BatchResult.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = Problem.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = Problem.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = Problem.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 413:
+        response_413 = Problem.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = Problem.from_dict(response.json())
+
+        return response_415
+
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 429:
+        response_429 = Problem.from_dict(response.json())
+
+        return response_429
+
+    if response.status_code == 503:
+        response_503 = Problem.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[BatchResult | Problem]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    topic: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: SendBatch,
+) -> Response[BatchResult | Problem]:
+    """Schedule up to 1000 messages, each on its own
+
+    Args:
+        topic (str): Topic name (% as %25)
+        body (SendBatch): Up to 1000 messages; each succeeds or fails on its own.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[BatchResult | Problem]
+    """
+
+    kwargs = _get_kwargs(
+        topic=topic,
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    topic: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: SendBatch,
+) -> BatchResult | Problem | None:
+    """Schedule up to 1000 messages, each on its own
+
+    Args:
+        topic (str): Topic name (% as %25)
+        body (SendBatch): Up to 1000 messages; each succeeds or fails on its own.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        BatchResult | Problem
+    """
+
+    return sync_detailed(
+        topic=topic,
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    topic: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: SendBatch,
+) -> Response[BatchResult | Problem]:
+    """Schedule up to 1000 messages, each on its own
+
+    Args:
+        topic (str): Topic name (% as %25)
+        body (SendBatch): Up to 1000 messages; each succeeds or fails on its own.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[BatchResult | Problem]
+    """
+
+    kwargs = _get_kwargs(
+        topic=topic,
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    topic: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: SendBatch,
+) -> BatchResult | Problem | None:
+    """Schedule up to 1000 messages, each on its own
+
+    Args:
+        topic (str): Topic name (% as %25)
+        body (SendBatch): Up to 1000 messages; each succeeds or fails on its own.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        BatchResult | Problem
+    """
+
+    return (
+        await asyncio_detailed(
+            topic=topic,
+            client=client,
+            body=body,
+        )
+    ).parsed

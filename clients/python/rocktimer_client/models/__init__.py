@@ -1,0 +1,97 @@
+"""Contains all the data models used in inputs/outputs"""
+
+from .ack_request import AckRequest
+from .ack_result import AckResult
+from .batch_item_result import BatchItemResult
+from .batch_item_result_state import BatchItemResultState
+from .batch_result import BatchResult
+from .cancel_result import CancelResult
+from .dead_letter_item import DeadLetterItem
+from .dead_letter_page import DeadLetterPage
+from .exponential_policy import ExponentialPolicy
+from .field_error import FieldError
+from .fixed_policy import FixedPolicy
+from .group_item import GroupItem
+from .group_item_push import GroupItemPush
+from .group_message_state import GroupMessageState
+from .group_message_state_state import GroupMessageStateState
+from .group_page import GroupPage
+from .group_settings import GroupSettings
+from .health import Health
+from .invisibility_request import InvisibilityRequest
+from .invisibility_result import InvisibilityResult
+from .levels_policy import LevelsPolicy
+from .message_page import MessagePage
+from .message_view import MessageView
+from .message_view_properties import MessageViewProperties
+from .message_view_state import MessageViewState
+from .nack_receipt_result import NackReceiptResult
+from .nack_receipt_result_status import NackReceiptResultStatus
+from .nack_request import NackRequest
+from .nack_result import NackResult
+from .problem import Problem
+from .receipt_result import ReceiptResult
+from .receipt_result_status import ReceiptResultStatus
+from .receive_request import ReceiveRequest
+from .receive_result import ReceiveResult
+from .received_message import ReceivedMessage
+from .received_message_body_encoding import ReceivedMessageBodyEncoding
+from .received_message_properties import ReceivedMessageProperties
+from .redrive_result import RedriveResult
+from .send_batch import SendBatch
+from .send_message import SendMessage
+from .send_message_body_encoding import SendMessageBodyEncoding
+from .send_message_properties_type_0 import SendMessagePropertiesType0
+from .send_result import SendResult
+from .send_result_state import SendResultState
+from .topic_item import TopicItem
+from .topic_page import TopicPage
+
+__all__ = (
+    "AckRequest",
+    "AckResult",
+    "BatchItemResult",
+    "BatchItemResultState",
+    "BatchResult",
+    "CancelResult",
+    "DeadLetterItem",
+    "DeadLetterPage",
+    "ExponentialPolicy",
+    "FieldError",
+    "FixedPolicy",
+    "GroupItem",
+    "GroupItemPush",
+    "GroupMessageState",
+    "GroupMessageStateState",
+    "GroupPage",
+    "GroupSettings",
+    "Health",
+    "InvisibilityRequest",
+    "InvisibilityResult",
+    "LevelsPolicy",
+    "MessagePage",
+    "MessageView",
+    "MessageViewProperties",
+    "MessageViewState",
+    "NackReceiptResult",
+    "NackReceiptResultStatus",
+    "NackRequest",
+    "NackResult",
+    "Problem",
+    "ReceiptResult",
+    "ReceiptResultStatus",
+    "ReceivedMessage",
+    "ReceivedMessageBodyEncoding",
+    "ReceivedMessageProperties",
+    "ReceiveRequest",
+    "ReceiveResult",
+    "RedriveResult",
+    "SendBatch",
+    "SendMessage",
+    "SendMessageBodyEncoding",
+    "SendMessagePropertiesType0",
+    "SendResult",
+    "SendResultState",
+    "TopicItem",
+    "TopicPage",
+)

@@ -1,0 +1,111 @@
+"""The edges of the contract over real HTTP (issue 10, api.md "Edges (settled)"): internal
+topics, bounded replies and headers, unaddressable msg_ids, no internal text in errors."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from tests.e2e.server import Server
+from tests.e2e.test_bad_input import assert_problem
+
+MiB = 1024 * 1024
+
+
+def raw_request(url: str, request: bytes) -> bytes:
+    """Send bytes as they are (no client normalises the path) and read the whole reply."""
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=20) as sock:
+        # The server may answer and close before reading it all.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(request)
+        chunks = []
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@pytest.mark.parametrize("internal", ["%25RETRY%25g", "%25INVISIBLE%25g"])
+def test_receiving_from_an_internal_topic_is_422(
+    client: httpx.Client, topic: str, internal: str
+) -> None:
+    """Issue 10.7: after a nack, receiving from %RETRY%{group} answered 503 with an internal
+    decode error and Retry-After."""
+    client.post(f"/v1/topics/{topic}/messages", json={"body": "x"})
+    got = client.post(f"/v1/topics/{topic}/groups/g/receive", json={"wait_ms": 5000}).json()
+    nack = {"receipts": [got["messages"][0]["receipt"]], "delay_ms": 0}
+    assert client.post(f"/v1/topics/{topic}/groups/g/nack", json=nack).status_code == 200
+    r = client.post(f"/v1/topics/{internal}/groups/x/receive", json={})
+    assert_problem(r, 422)
+    assert "retry-after" not in r.headers
+    assert "internal" in r.json()["detail"]
+    receipts = {"receipts": ["x"]}
+    assert_problem(client.post(f"/v1/topics/{internal}/groups/x/ack", json=receipts), 422)
+    dlq = client.post("/v1/topics/%25DLQ%25g/groups/x/receive", json={})
+    assert dlq.status_code == 200  # a dead-letter topic is readable
+
+
+def test_a_receive_reply_is_capped_by_bytes_but_carries_at_least_one(
+    fresh_server: Callable[..., Server],
+) -> None:
+    """Issue 10.8: 50 x 4 MiB messages built a 210 MB reply."""
+    srv = fresh_server(ROCKTIMER_MAX_RECEIVE_BYTES=str(2 * MiB))
+    big = "x" * (MiB + MiB // 2)
+    with httpx.Client(base_url=srv.url, timeout=40) as c:
+        for i in range(3):
+            r = c.post("/v1/topics/big/messages", json={"msg_id": f"b{i}", "body": big})
+            assert r.status_code == 201
+        sizes = []
+        for _ in range(3):
+            r = c.post("/v1/topics/big/groups/g/receive", json={"max_messages": 1000})
+            sizes.append(len(r.json()["messages"]))
+        assert sizes == [1, 1, 1]  # each alone is within the cap; two are over it
+        for i in range(4):
+            r = c.post("/v1/topics/small/messages", json={"msg_id": f"s{i}", "body": "x"})
+        r = c.post("/v1/topics/small/groups/g/receive", json={"max_messages": 1000})
+        assert len(r.json()["messages"]) == 4
+
+
+def test_request_headers_over_32_kib_are_refused(server: Server) -> None:
+    """Issue 10.8: one 64 MiB header was accepted (RSS +128 MB)."""
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "
+    reply = raw_request(server.url, head + b"a" * (64 * 1024) + b"\r\n\r\n")
+    assert reply.split(b"\r\n", 1)[0] in (
+        b"HTTP/1.1 431 Request Header Fields Too Large",
+        b"HTTP/1.1 400 Bad Request",
+    )
+    ok = httpx.get(f"{server.url}/healthz", headers={"X-Fine": "a" * 16 * 1024}, timeout=10)
+    assert ok.status_code == 200
+
+
+def test_a_big_body_in_the_same_read_as_its_headers_is_not_taken_for_headers(
+    client: httpx.Client, topic: str
+) -> None:
+    r = client.post(f"/v1/topics/{topic}/messages", json={"body": "y" * 3 * MiB})
+    assert r.status_code == 201
+
+
+@pytest.mark.parametrize("msg_id", [".", ".."])
+def test_unaddressable_msg_ids_are_refused(
+    client: httpx.Client, server: Server, topic: str, msg_id: str
+) -> None:
+    r = client.post(f"/v1/topics/{topic}/messages", json={"msg_id": msg_id, "body": "x"})
+    assert_problem(r, 422, "msg_id")
+    batch = {"messages": [{"msg_id": msg_id, "body": "x"}]}
+    r = client.post(f"/v1/topics/{topic}/messages/batch", json=batch)
+    assert r.json()["results"][0]["status"] == 422
+    reply = raw_request(
+        server.url, f"GET /v1/topics/{topic}/messages/{msg_id} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    )
+    assert reply.startswith(b"HTTP/1.1 422 ")

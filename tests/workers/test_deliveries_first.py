@@ -1,0 +1,188 @@
+"""Deliveries first (issue 16): a move of due timers waits behind at most one unit of
+client work, whoever holds the writer; and sends are refused while deliveries lag."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from storage import keys
+from storage.errors import Overloaded
+from storage.records import MessageState, decode_index
+from storage.store import CF, Put
+from tests.workers.support import WAIT_S, Gate, RecordingStore, record, run, wait_until
+from workers import writer as writer_module
+from workers.clock import FakeClock
+from workers.runner import Engine
+from workers.txn import Txn
+from workers.writer import GROUP_COMMIT_MAX_ITEMS, Writer
+
+
+def put_op(key: bytes) -> Callable[[Txn], None]:
+    def op(txn: Txn) -> None:
+        txn.put(CF.META, key, b"v")
+
+    return op
+
+
+def commit_order(store: RecordingStore, wanted: set[bytes]) -> list[list[bytes]]:
+    """The keys of ``wanted`` each write put, write by write (writes without any left out)."""
+    order = []
+    for ops, _ in store.writes:
+        keys = sorted(op.key for op in ops if isinstance(op, Put) and op.key in wanted)
+        if keys:
+            order.append(keys)
+    return order
+
+
+def move(writer: Writer, key: bytes) -> concurrent.futures.Future[None]:
+    """Queue an internal op as the deliverer does when the writer is busy."""
+    future: concurrent.futures.Future[None] = concurrent.futures.Future()
+    writer.enqueue_internal(put_op(key), durable=False, future=future)
+    return future
+
+
+def test_a_move_queued_behind_client_work_commits_before_the_rest_of_it(
+    writer: Writer, store: RecordingStore
+) -> None:
+    clients = [b"c0", b"c1", b"c2", b"r0"]
+
+    async def scenario() -> None:
+        gate = Gate()
+        held = writer.submit(gate.op, durable=True)  # the unit of client work in progress
+        gate.wait_entered()
+        queued = [writer.submit(put_op(k), durable=True) for k in clients[:3]]
+        queued.append(writer.submit(put_op(b"r0"), durable=False))  # a receive: quick too
+        moved = move(writer, b"move")
+        gate.release.set()
+        await asyncio.gather(held, *queued)
+        moved.result(10)
+
+    run(scenario())
+    assert commit_order(store, {b"move", *clients}) == [[b"move"], [b"r0"], [b"c0", b"c1", b"c2"]]
+
+
+def test_client_ops_taken_but_not_started_go_back_behind_a_move_that_came_meanwhile(
+    writer: Writer, store: RecordingStore
+) -> None:
+    """The writer commits a take's quick ops first; a move arriving then jumps the rest."""
+    moved: list[concurrent.futures.Future[None]] = []
+
+    def receive_then_a_move_falls_due(txn: Txn) -> None:
+        txn.put(CF.META, b"r0", b"v")
+        moved.append(move(writer, b"move"))
+
+    async def scenario() -> None:
+        gate = Gate()
+        held = writer.submit(gate.op, durable=False)
+        gate.wait_entered()
+        durable = [writer.submit(put_op(k), durable=True) for k in (b"c0", b"c1")]
+        quick = writer.submit(receive_then_a_move_falls_due, durable=False)
+        gate.release.set()
+        await asyncio.gather(held, quick, *durable)
+        moved[0].result(10)
+
+    run(scenario())
+    wanted = {b"r0", b"move", b"c0", b"c1"}
+    assert commit_order(store, wanted) == [[b"r0"], [b"move"], [b"c0", b"c1"]]
+
+
+def test_client_ops_share_a_batch_only_up_to_the_message_bound(
+    writer: Writer, store: RecordingStore
+) -> None:
+    half = GROUP_COMMIT_MAX_ITEMS // 2
+
+    async def scenario() -> None:
+        gate = Gate()
+        held = writer.submit(gate.op, durable=False)
+        gate.wait_entered()
+        heavy = [writer.submit(put_op(k), durable=True, weight=half + 1) for k in (b"h0", b"h1")]
+        light = [writer.submit(put_op(k), durable=True, weight=half - 1) for k in (b"l0",)]
+        gate.release.set()
+        await asyncio.gather(held, *heavy, *light)
+
+    run(scenario())
+    assert commit_order(store, {b"h0", b"h1", b"l0"}) == [[b"h0"], [b"h1", b"l0"]]
+
+
+def test_a_timer_falling_due_during_client_work_moves_before_the_work_queued_behind_it(
+    make_engine: Callable[..., Engine], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scanner cannot see the timer until the batch in progress ends (the scan
+    horizon); the writer keeps the next slot for its move instead of taking the queue."""
+    monkeypatch.setattr(writer_module, "MOVE_HANDOFF_S", WAIT_S)  # no race with a slow box
+    engine = make_engine()
+    engine.start()
+    now = clock.now_ms()
+    seen: list[bytes | None] = []
+
+    def client_op(txn: Txn) -> None:  # what state the timer's message is in when this runs
+        seen.append(txn.get(CF.MESSAGES, keys.message_key("t", "due")))
+
+    async def scenario() -> None:
+        await engine.send(record("t", "due", now + 100))
+        wait_until(lambda: engine.scanner.next_due_ms == now + 100)
+        gate = Gate()
+        held = engine.writer.submit(gate.op, durable=True)
+        gate.wait_entered()
+        queued = [engine.writer.submit(client_op, durable=True) for _ in range(3)]
+        clock.advance(100)
+        wait_until(lambda: engine.writer.move_due, what="the scanner waiting for the batch")
+        gate.release.set()
+        await asyncio.gather(held, *queued)
+
+    run(scenario())
+    assert engine.deliverer.moved == 1
+    states = [decode_index(raw).state if raw else None for raw in seen]
+    assert states == [MessageState.DELIVERED] * 3
+
+
+# --- admission control ---------------------------------------------------------------------
+
+
+def test_sends_are_refused_while_deliveries_lag_and_accepted_once_they_caught_up(
+    make_engine: Callable[..., Engine], clock: FakeClock
+) -> None:
+    engine = make_engine(due_backlog_limit_ms=1_000)
+    engine.start()
+    now = clock.now_ms()
+    writer = engine.writer
+    release = threading.Event()
+
+    async def scenario() -> None:
+        await engine.send(record("t", "due", now + 100))
+        wait_until(lambda: engine.scanner.next_due_ms == now + 100)
+        # The writer is held by client work while the timer falls due, and stays held.
+        blocker = threading.Thread(
+            target=writer.call, args=(lambda _: release.wait(10),), kwargs={"durable": False}
+        )
+        blocker.start()
+        wait_until(lambda: not writer.idle)
+        clock.advance(100 + 1_000)  # due, and exactly the limit late: still admitted
+        assert engine.lag.age_ms() == 1_000
+        assert not engine.lag.lagging()
+        clock.advance(1)
+        assert engine.lag.lagging()
+        assert engine.lag.timers() == 1
+        with pytest.raises(Overloaded) as refused:
+            engine.lag.admit()
+        assert refused.value.retry_after_s >= 1
+        assert "behind" in str(refused.value)
+        release.set()
+        blocker.join(10)
+        wait_until(lambda: engine.deliverer.moved == 1)
+        wait_until(lambda: engine.lag.age_ms() == 0)
+        assert not engine.lag.lagging()
+        engine.lag.admit()
+        await engine.send(record("t", "later", now + 60_000))
+
+    try:
+        run(scenario())
+    finally:
+        release.set()
+    assert engine.lag.refused == 1
+    assert engine.status("t", "later").entry.due_ms == now + 60_000

@@ -1,0 +1,163 @@
+"""Recurring schedules on the engine with the fake clock: each fire one message, the next
+armed in the same batch; daylight-saving changes in two zones; one catch-up fire after
+an outage; replace and delete."""
+
+from __future__ import annotations
+
+import datetime as dt
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from storage.errors import ScheduleNotFound
+from storage.records import MessageRecord
+from tests.workers.conftest import EngineFactory
+from tests.workers.support import run, stop_within, timer_keys, topic_log, wait_until
+from workers import schedules
+from workers.clock import FakeClock
+from workers.runner import Engine
+from workers.timers import schedule
+from workers.timers.schedule import Schedule
+
+MINUTE = 60_000
+
+
+def spec(
+    *,
+    cron: str | None = None,
+    every_ms: int | None = None,
+    tz: str = "UTC",
+    body: str = "tick",
+    end_at_ms: int | None = None,
+) -> Schedule:
+    return Schedule(cron, every_ms, tz, body, "utf8", {"k": "v"}, "T", None, end_at_ms, 0, None)
+
+
+def put(engine: Engine, sid: str, s: Schedule) -> Schedule:
+    return run(engine.put_schedule("t", sid, s))[1]
+
+
+def fired(engine: Engine) -> list[MessageRecord]:
+    return topic_log(engine.store, "t")
+
+
+def step_to_next_fire(engine: Engine, clock: FakeClock, sid: str) -> int:
+    """Advance the clock to the schedule's next fire and wait for that fire's message."""
+    nxt = schedules.get(engine.store, "t", sid).next_fire_at_ms
+    assert nxt is not None
+    count = len(fired(engine))
+    clock.set(nxt)
+    wait_until(lambda: len(fired(engine)) > count, what=f"the fire at {nxt}")
+    return nxt
+
+
+def test_every_ms_fires_one_message_each_and_arms_the_next(
+    engine: Engine, clock: FakeClock
+) -> None:
+    start = clock.now_ms()
+    stored = put(engine, "s", spec(every_ms=10_000))
+    assert stored.next_fire_at_ms == start + 10_000
+    for i in range(1, 4):
+        assert step_to_next_fire(engine, clock, "s") == start + i * 10_000
+    got = fired(engine)
+    assert [r.msg_id for r in got] == [f"s:{start + i * 10_000}" for i in range(1, 4)]
+    assert all(r.properties == {"k": "v", "schedule_id": "s"} for r in got)
+    assert all((r.tag, r.body, r.deliver_at_ms) == ("T", b"tick", r.delivered_at_ms) for r in got)
+    now = schedules.get(engine.store, "t", "s")
+    assert (now.last_fire_at_ms, now.next_fire_at_ms) == (start + 30_000, start + 40_000)
+    assert len(timer_keys(engine.store)) == 1  # only the next fire
+
+
+def test_a_replace_keeps_the_phase_and_a_delete_stops_it(engine: Engine, clock: FakeClock) -> None:
+    start = clock.now_ms()
+    put(engine, "s", spec(every_ms=10_000))
+    clock.advance(4_000)
+    replaced = put(engine, "s", spec(every_ms=10_000, body="tock"))
+    assert replaced.next_fire_at_ms == start + 10_000
+    assert replaced.created_at_ms == start
+    step_to_next_fire(engine, clock, "s")
+    assert fired(engine)[-1].body == b"tock"
+    gone = run(engine.delete_schedule("t", "s"))
+    assert gone.last_fire_at_ms == start + 10_000
+    clock.advance(60_000)
+    assert timer_keys(engine.store) == []
+    assert len(fired(engine)) == 1
+    with pytest.raises(ScheduleNotFound):
+        run(engine.delete_schedule("t", "s"))
+    with pytest.raises(ScheduleNotFound):
+        schedules.get(engine.store, "t", "s")
+
+
+def test_end_at_stops_the_fires(engine: Engine, clock: FakeClock) -> None:
+    start = clock.now_ms()
+    put(engine, "s", spec(every_ms=1_000, end_at_ms=start + 2_000))
+    step_to_next_fire(engine, clock, "s")
+    step_to_next_fire(engine, clock, "s")
+    assert schedules.get(engine.store, "t", "s").next_fire_at_ms is None
+    assert timer_keys(engine.store) == []
+
+
+@pytest.mark.parametrize(
+    ("tz", "expr", "start", "expected"),
+    [
+        # Spring forward: 02:30 does not exist on the change day, so that day has no fire.
+        ("America/New_York", "30 2 * * *", (2026, 3, 6, 12), ["03-07 02:30", "03-09 02:30"]),
+        ("Europe/Berlin", "30 2 * * *", (2026, 3, 27, 12), ["03-28 02:30", "03-30 02:30"]),
+        # Fall back: the repeated time fires once, at its first occurrence.
+        ("America/New_York", "30 1 * * *", (2026, 10, 31, 12), ["11-01 01:30", "11-02 01:30"]),
+        ("Europe/Berlin", "30 2 * * *", (2026, 10, 24, 12), ["10-25 02:30", "10-26 02:30"]),
+    ],
+)
+def test_cron_across_a_daylight_saving_change(
+    engine: Engine,
+    clock: FakeClock,
+    tz: str,
+    expr: str,
+    start: tuple[int, int, int, int],
+    expected: list[str],
+) -> None:
+    zone = ZoneInfo(tz)
+    year, month, day, hour = start
+    clock.set(int(dt.datetime(year, month, day, hour, tzinfo=zone).timestamp()) * 1000)
+    put(engine, "d", spec(cron=expr, tz=tz))
+    times = [step_to_next_fire(engine, clock, "d") for _ in expected]
+    local = [dt.datetime.fromtimestamp(t / 1000, zone).strftime("%m-%d %H:%M") for t in times]
+    assert local == expected
+    assert [r.msg_id for r in fired(engine)] == [f"d:{t}" for t in times]
+    # Between fires nothing else came: one message per fire, none for the skipped day.
+    assert len(fired(engine)) == len(expected)
+
+
+def test_a_three_hour_outage_gives_one_catch_up_fire(
+    make_engine: EngineFactory, clock: FakeClock
+) -> None:
+    first = make_engine()
+    first.start()
+    start = clock.now_ms()
+    put(first, "m", spec(cron="* * * * *"))
+    step_to_next_fire(first, clock, "m")
+    before = len(fired(first))
+    stop_within(first)
+    clock.advance(3 * 60 * MINUTE)  # down for three hours: 180 fires missed
+    second = make_engine()
+    second.start()
+    wait_until(lambda: len(fired(second)) == before + 1, what="the catch-up fire")
+    latest = (clock.now_ms() // MINUTE) * MINUTE
+    assert fired(second)[-1].msg_id == f"m:{latest}"
+    assert fired(second)[-1].delivered_at_ms == clock.now_ms()
+    assert schedules.get(second.store, "t", "m").next_fire_at_ms == latest + MINUTE
+    step_to_next_fire(second, clock, "m")
+    assert [r.msg_id for r in fired(second)][-2:] == [f"m:{latest}", f"m:{latest + MINUTE}"]
+    assert len(fired(second)) == before + 2
+    assert start < latest
+
+
+def test_catch_up_walks_a_bounded_window() -> None:
+    s = spec(cron="*/5 * * * *")
+    assert schedule.latest_due(s, 0, 365 * 24 * 60 * MINUTE + 7 * MINUTE) == (
+        365 * 24 * 60 * MINUTE + 5 * MINUTE
+    )
+    monthly = spec(cron="0 0 1 * *")
+    assert schedule.latest_due(monthly, 0, 100 * 24 * 60 * MINUTE) == int(
+        dt.datetime(1970, 4, 1, tzinfo=dt.UTC).timestamp() * 1000
+    )

@@ -1,0 +1,51 @@
+"""Timer kinds (workers/timers/): each kind's key codec round-trips, and the span move's
+table sends every key to its own kind, a topic that merely starts with % included."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+
+from storage import keys
+from storage.errors import CorruptRecordError
+from tests.storage.strategies import dues, msg_ids, names, relaxed, u64s
+from workers.timers import hold, invisible, message, retry
+from workers.timers.move import kind_of
+
+
+@relaxed
+@given(due=dues, topic=names, msg_id=msg_ids)
+def test_message_timer_key_round_trip(due: int, topic: str, msg_id: str) -> None:
+    key = message.timer_key(due, topic, msg_id)
+    assert keys.decode_timer_key(key) == keys.TimerKey(due, topic, msg_id.encode())
+    assert key == message.timer_key_of(due, keys.message_key(topic, msg_id))
+
+
+@relaxed
+@given(due=dues, topic=names, group=names, seq=u64s, generation=u64s)
+def test_group_timer_keys_round_trip(
+    due: int, topic: str, group: str, seq: int, generation: int
+) -> None:
+    timer = hold.GroupTimer(topic, group, seq, generation)
+    for kind in (invisible, retry):
+        key = kind.timer_key(due, timer)
+        assert keys.decode_timer_key(key).due_ms == due
+        assert keys.decode_timer_key(key).target == kind.PREFIX + group
+        assert hold.decode(kind.PREFIX, key) == timer
+        assert kind_of(key) is kind.fire_run
+
+
+def test_group_timer_with_zero_bytes_in_seq_and_generation() -> None:
+    # seq/generation are binary and full of 0x00: decoding must split on the first separator.
+    timer = hold.GroupTimer("t", "g", 0, 1 << 56)
+    assert hold.decode(invisible.PREFIX, invisible.timer_key(0, timer)) == timer
+
+
+def test_an_undecodable_group_timer_raises_corrupt_record() -> None:
+    with pytest.raises(CorruptRecordError):
+        hold.decode(retry.PREFIX, keys.timer_key(1, retry.PREFIX + "g", b"no-separator"))
+
+
+@pytest.mark.parametrize("topic", ["t", "%", "%R", "%RETRY", "%INVISIBLE", "a%RETRY%"])
+def test_every_other_target_is_a_message(topic: str) -> None:
+    assert kind_of(message.timer_key(5, topic, "m")) is message.fire_run

@@ -1,0 +1,103 @@
+"""Read-only listings for the console and the CLI (api.md, Browsing): topics with their
+counts, a topic's groups with theirs, a topic's scheduled messages in due order.
+
+Nothing here counts by scanning: topic and group counts are kept by the ops that change
+them, in the same WriteBatch (Txn.count_topic / count_group); a group's backlog is the gap
+between a lane's next seq and the group's cursor. Pages are bounded in what they return
+and in what they read.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from storage import keys
+from storage.records import MessageRecord, decode_counts
+from storage.store import CF, RocksStore
+from workers.timers import message
+from workers.timers.kind import internal
+
+LIST_SCAN_BUDGET = 10_000  # timer keys one page of scheduled messages may read: the
+# timers of every topic share one keyspace, so a rare topic's page may come back short
+
+
+class TopicSummary(NamedTuple):
+    topic: str
+    scheduled: int  # timers of the topic not yet due
+    delivered: int  # messages moved into its log since the topic began
+    cancelled: int  # messages cancelled since the topic began
+
+
+class GroupSummary(NamedTuple):
+    group: str
+    backlog: int  # in the topic's log (or back in the group's retry lane), not received yet
+    inflight: int  # received, neither acked nor failed yet
+    retrying: int  # failed, waiting for the retry delay
+    dead: int  # dead letters from this topic
+
+
+def topics(store: RocksStore, after: str | None, limit: int) -> tuple[list[TopicSummary], bool]:
+    """Up to ``limit`` topics after ``after``, by name; and whether more follow."""
+    prefix = keys.TOPIC_COUNTS_PREFIX
+    start = keys.successor(keys.topic_counts_key(after)) if after else prefix
+    found = store.scan(CF.META, start, keys.prefix_end(prefix), limit + 1)
+    out = [
+        TopicSummary(key[len(prefix) :].decode(), *decode_counts(value))
+        for key, value in found[:limit]
+    ]
+    return out, len(found) > limit
+
+
+def groups(
+    store: RocksStore, topic: str, after: str | None, limit: int
+) -> tuple[list[GroupSummary], bool]:
+    """Up to ``limit`` groups of ``topic`` after ``after``, by name; and whether more follow.
+
+    A group exists from its first receive (its cursor) or its settings (a PUT)."""
+    names: set[str] = set()
+    for prefix in (keys.cursor_key(keys.topic_lane(topic), ""), keys.group_key(topic, "")):
+        start = prefix + after.encode() + keys.SEP if after else prefix
+        found = store.scan(CF.META, start, prefix + b"\xff", limit + 1)
+        names.update(key[len(prefix) :].decode() for key, _ in found)
+    ordered = sorted(names)
+    return [group_summary(store, topic, g) for g in ordered[:limit]], len(ordered) > limit
+
+
+def group_summary(store: RocksStore, topic: str, group: str) -> GroupSummary:
+    inflight, retrying, dead = decode_counts(
+        store.get(CF.META, keys.group_counts_key(topic, group))
+    )
+    backlog = _unread(store, keys.topic_lane(topic), group) + _unread(
+        store, keys.retry_lane(topic, group), group
+    )
+    return GroupSummary(group, backlog, inflight, retrying, dead)
+
+
+def _unread(store: RocksStore, lane: bytes, group: str) -> int:
+    """Entries of ``lane`` past the group's cursor that retention has not reclaimed."""
+    end, cursor, swept = (
+        keys.read_u64(raw) if raw else 0
+        for raw in store.get_many(
+            CF.META, [keys.next_seq_key(lane), keys.cursor_key(lane, group), keys.swept_key(lane)]
+        )
+    )
+    return max(0, end - max(cursor, swept))
+
+
+def scheduled(
+    store: RocksStore, topic: str, after: bytes | None, limit: int
+) -> tuple[list[MessageRecord], bytes | None]:
+    """``topic``'s scheduled messages in due order, from after timer key ``after``; and the
+    timer key to go on after (None: that was the last page). A page reads at most
+    ``LIST_SCAN_BUDGET`` timer keys, so it may hold fewer than ``limit`` (even none) and
+    still have a next one."""
+    start = store.get(CF.META, keys.WATERMARK_KEY) or b""  # below it: moved, tombstones
+    if after is not None:
+        start = max(start, keys.successor(after))
+    target = keys.topic_lane(topic)  # topic ‖ 0x00, as it follows the due time in a key
+
+    def mine(key: bytes, value: bytes) -> bool:
+        return key.startswith(target, 8) and not internal(key)
+
+    found, resume = store.scan_where(CF.TIMERS, start, b"\xff" * 9, limit, LIST_SCAN_BUDGET, mine)
+    return [message.decode_value(value) for _, value in found], resume

@@ -1,0 +1,153 @@
+"""The exporter: seals the event log into Parquet segments, off the request path.
+
+At least every ``seal_ms`` it takes the events in the ``events`` CF, oldest first, in
+segments of at most ``segment_rows`` events of one UTC day (a batch's events are never
+split, so a segment may exceed that by one batch), writes each (workers/segments.py),
+and then deletes its range from the CF through the writer. A crash between the two
+leaves the range in the CF; the next export finds the segment that starts there and
+writes that same range under that same name again: no second copy, no lost event.
+Memory is bounded by one segment. Segments older than ``retention_ms`` are deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from functools import partial
+from typing import NamedTuple
+
+from storage import events, keys
+from storage.errors import StorageError, WriterStopped
+from storage.store import CF, RocksStore
+from workers.clock import Clock
+from workers.thread import WorkerThread
+from workers.txn import Txn
+from workers.writer import Writer
+
+log = logging.getLogger("rocktimer.exporter")
+
+SEGMENT_ROWS = 100_000  # events per segment: ~20 MB of columns in memory while sealed
+SCAN_VALUES = 64  # CF values (one batch's events each) read per scan
+EVENTS_DIR = "events"  # under the data dir (pipeline.md)
+_END = b"\xff" * 9  # past every event key
+
+
+class Picked(NamedTuple):
+    entries: list[tuple[bytes, bytes]]
+    day: str
+    first: int
+    last: int
+
+
+class Exporter(WorkerThread):
+    name = "rocktimer-exporter"
+
+    def __init__(
+        self,
+        store: RocksStore,
+        writer: Writer,
+        clock: Clock,
+        *,
+        seal_ms: int,
+        retention_ms: int,
+        segment_rows: int = SEGMENT_ROWS,
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.writer = writer
+        self.clock = clock
+        self.seal_ms = seal_ms
+        self.retention_ms = retention_ms
+        self.segment_rows = segment_rows
+        self.root = os.path.join(store.path, EVENTS_DIR)
+        self.sealed = 0  # segments written
+        self.exported = 0  # events sealed
+        self.rounds = 0  # exports run by the thread
+        self._from = b""  # every event before this key is sealed and deleted
+        self._newest: dict[str, int] = {}  # segment path -> its newest event_time_ms
+
+    def run(self) -> None:
+        next_seal = self.clock.now_ms()  # at once: what a crash left behind goes first
+        while not self.stopping:
+            self.clock.wait(self._wake, next_seal)
+            self._wake.clear()
+            if self.stopping:
+                return
+            if self.clock.now_ms() < next_seal:
+                continue
+            next_seal = self.clock.now_ms() + self.seal_ms
+            try:
+                self.export()
+                self.expire()
+            except (StorageError, WriterStopped, OSError) as exc:
+                log.warning("event export failed (retried in %d ms): %s", self.seal_ms, exc)
+            self.rounds += 1
+
+    def export(self) -> int:
+        """Seal every event in the store; returns how many were sealed."""
+        # pyarrow and numpy take ~0.4 s to import: the exporter's thread imports them, so a
+        # restart does not wait for them (bench figure 7).
+        from storage.event_table import decode
+        from workers import segments
+
+        if not self._from:
+            segments.remove_hidden(self.root)
+        total = 0
+        while not self.stopping:
+            picked = self._pick()
+            if picked is None:
+                break
+            table = decode(picked.entries)
+            # What was read may sit in the WAL unsynced: fsync it before the segment
+            # exists, or a power cut could keep an event whose change it took away.
+            self.store.sync_wal()
+            segments.write(self.root, table, picked.day, picked.first, picked.last)
+            end = keys.event_key(picked.last + 1)
+            self.writer.call(partial(_forget, begin=picked.entries[0][0], end=end), durable=False)
+            self._from = end
+            self.sealed += 1
+            self.exported += table.num_rows
+            total += table.num_rows
+        return total
+
+    def expire(self) -> int:
+        """Delete segments past the retention; returns how many."""
+        from workers import segments
+
+        return segments.expire(self.root, self.clock.now_ms() - self.retention_ms, self._newest)
+
+    def _pick(self) -> Picked | None:
+        """The next segment's events: the range an earlier export sealed (then crashed),
+        or up to ``segment_rows`` events of one day."""
+        from workers import segments
+
+        first_entries = self.store.scan(CF.EVENTS, self._from, _END, 1)
+        if not first_entries:
+            return None
+        first = keys.read_u64(first_entries[0][0])
+        done = segments.sealed_from(self.root, first)
+        fixed_last: int | None = done.last if done is not None else None
+        picked: list[tuple[bytes, bytes]] = []
+        rows, day, cursor = 0, "", first_entries[0][0]
+        while True:
+            found = self.store.scan(CF.EVENTS, cursor, _END, SCAN_VALUES)
+            for key, value in found:
+                n = events.count(value)
+                value_day = segments.day_of(events.event_time_ms(value))
+                if fixed_last is not None:
+                    if keys.read_u64(key) > fixed_last:
+                        return Picked(picked, day, first, fixed_last)
+                elif picked and (rows + n > self.segment_rows or value_day != day):
+                    return Picked(picked, day, first, first + rows - 1)
+                picked.append((key, value))
+                rows += n
+                day = day or value_day
+            if len(found) < SCAN_VALUES:
+                last = fixed_last if fixed_last is not None else first + rows - 1
+                return Picked(picked, day, first, last)
+            cursor = keys.successor(found[-1][0])
+
+
+def _forget(txn: Txn, begin: bytes, end: bytes) -> None:
+    """Delete sealed events from the store (one range tombstone)."""
+    txn.delete_range(CF.EVENTS, begin, end)

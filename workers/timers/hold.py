@@ -1,0 +1,37 @@
+"""The key codec shared by the two timers about one group's hold on one message
+(invisible.py, retry.py): ``u64be(due) ‖ prefix group ‖ 0x00 ‖ topic ‖ 0x00 ‖ u64be(seq)
+‖ u64be(generation)``, value empty. The generation makes a stale timer harmless."""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from storage import keys
+from storage.errors import CorruptRecordError
+
+
+class GroupTimer(NamedTuple):
+    topic: str
+    group: str
+    seq: int
+    generation: int
+
+
+def encode(prefix: str, due_ms: int, timer: GroupTimer) -> bytes:
+    ident = timer.topic.encode() + keys.SEP + keys.u64(timer.seq) + keys.u64(timer.generation)
+    return keys.timer_key(due_ms, prefix + timer.group, ident)
+
+
+def decode(prefix: str, key: bytes) -> GroupTimer:
+    timer = keys.decode_timer_key(key)
+    try:
+        sep = timer.ident.index(keys.SEP)
+        return GroupTimer(
+            timer.ident[:sep].decode(),
+            timer.target[len(prefix) :],
+            keys.read_u64(timer.ident, sep + 1),
+            keys.read_u64(timer.ident, sep + 9),
+        )
+    except (ValueError, struct.error) as exc:
+        raise CorruptRecordError(f"undecodable group timer {key!r}: {exc}") from exc

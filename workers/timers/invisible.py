@@ -1,0 +1,33 @@
+"""Timer kind: the end of a held message's invisibility (key: hold.py, target
+``%INVISIBLE%group``). Fires a failed attempt: the message is visible again at once."""
+
+from __future__ import annotations
+
+from storage import keys
+from storage.events import EventKind
+from storage.records import GroupState
+from workers import consume
+from workers.timers import hold
+from workers.timers.kind import one_at_a_time
+from workers.txn import Txn
+
+PREFIX = keys.INVISIBLE_PREFIX
+
+
+def timer_key(due_ms: int, timer: hold.GroupTimer) -> bytes:
+    return hold.encode(PREFIX, due_ms, timer)
+
+
+def fire(txn: Txn, key: bytes, value: bytes) -> None:
+    timer = hold.decode(PREFIX, key)
+    held = consume.current_hold(txn, timer)
+    if held is not None and held.state is GroupState.INFLIGHT:
+        consume.emit_event(
+            txn, EventKind.EXPIRED, timer.topic, timer.group, timer.seq, held.attempts
+        )
+        settings = consume.group_settings(txn, timer.topic, timer.group)
+        consume.fail(txn, timer.topic, timer.group, timer.seq, held, 0, settings)
+        txn.note("expiries")
+
+
+fire_run = one_at_a_time(fire)

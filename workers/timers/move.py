@@ -1,0 +1,68 @@
+"""The span move: fire a scanned span of due timer keys through the kinds' table and
+remove the span, in one batch (invariant 2)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from storage import keys
+from storage.store import CF
+from workers.timers import invisible, message, retry, schedule
+from workers.timers.kind import PERCENT, FireRun, Span, internal
+from workers.txn import Txn
+
+# Spans this long go with one range delete; shorter ones with point deletes. RocksDB
+# walks every range tombstone in the memtable whenever it builds an iterator: at a steady
+# few thousand timers/s, one per small move made each scan cost milliseconds (bench).
+RANGE_DELETE_MIN = 512
+
+# Internal timers by target prefix; every other target is a topic: a scheduled message.
+KINDS: dict[bytes, FireRun] = {
+    invisible.PREFIX.encode(): invisible.fire_run,
+    retry.PREFIX.encode(): retry.fire_run,
+    schedule.PREFIX.encode(): schedule.fire_run,
+}
+
+
+def kind_of(key: bytes) -> FireRun:
+    if internal(key):
+        for prefix, fire_run in KINDS.items():
+            if key.startswith(prefix, 8):
+                return fire_run
+    return message.fire_run
+
+
+def move_due(
+    txn: Txn, entries: Sequence[tuple[bytes, bytes]], cancel_mark: int | None = None
+) -> int:
+    """Fire a contiguous span of due timer keys, as scanned; returns the messages delivered.
+
+    ``cancel_mark`` (the writer's count of cancels and reschedules at scan time): when none
+    has committed since and none is staged in this batch, every message timer of the span
+    is live and the index need not be re-read (a timer key exists only while its index
+    entry says scheduled at its due time). A long span is removed with one range delete:
+    it holds exactly the scanned keys (Writer.scan_horizon); the watermark written beside
+    it lets a restart seek past it.
+    """
+    if not entries:
+        return 0
+    unchanged = cancel_mark is not None and cancel_mark == txn.cancels_committed
+    span = Span(txn, entries, recheck=not (unchanged and not txn.cancels))
+    # Internal timers are few and fire one by one; the messages between them, in runs
+    # (a storm is one run: one index multi-get, one tight loop).
+    start = 0
+    for i in [i for i, (k, _) in enumerate(entries) if k[8] == PERCENT and internal(k)]:
+        if start < i:
+            message.fire_run(span, start, i)
+        kind_of(entries[i][0])(span, i, i + 1)
+        start = i + 1
+    if start < len(entries):
+        message.fire_run(span, start, len(entries))
+    end = keys.successor(entries[-1][0])
+    if len(entries) >= RANGE_DELETE_MIN:
+        txn.delete_range(CF.TIMERS, entries[0][0], end)
+    else:
+        for key, _ in entries:
+            txn.delete(CF.TIMERS, key)
+    txn.put(CF.META, keys.WATERMARK_KEY, end)
+    return span.moved

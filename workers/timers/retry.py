@@ -1,0 +1,28 @@
+"""Timer kind: the end of a failed message's retry back-off (key: hold.py, target
+``%RETRY%group``). Fires the message into the group's retry lane, visible again."""
+
+from __future__ import annotations
+
+from storage import keys
+from storage.records import GroupState
+from workers import consume
+from workers.timers import hold
+from workers.timers.kind import one_at_a_time
+from workers.txn import Txn
+
+PREFIX = keys.RETRY_PREFIX
+
+
+def timer_key(due_ms: int, timer: hold.GroupTimer) -> bytes:
+    return hold.encode(PREFIX, due_ms, timer)
+
+
+def fire(txn: Txn, key: bytes, value: bytes) -> None:
+    timer = hold.decode(PREFIX, key)
+    held = consume.current_hold(txn, timer)
+    if held is not None and held.state is GroupState.RETRYING:
+        txn.count_group(timer.topic, timer.group, retrying=-1)
+        consume.make_ready(txn, timer.topic, timer.group, timer.seq, held)
+
+
+fire_run = one_at_a_time(fire)

@@ -1,0 +1,142 @@
+"""Timer kind: a recurring schedule's next fire. Key ``u64be(fire_at) ‖ %SCHEDULE%topic ‖
+0x00 ‖ schedule_id``, value empty; the schedule itself is a meta record (codec here).
+
+Firing delivers one message, msg_id ``{schedule_id}:{fire_at_ms}`` with the property
+``schedule_id``, and arms the next fire, in the same batch: a crash can neither skip a
+fire (the old key stays until that batch commits) nor make one twice. Fires missed while
+the service was down collapse into the latest of them, delivered at once.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, NamedTuple
+
+import orjson
+
+from storage import keys
+from storage.errors import CorruptRecordError
+from storage.events import EventKind
+from storage.records import BodyEncoding, MessageRecord, encode_message
+from storage.store import CF
+from workers import cron, events, messages
+from workers.timers.kind import one_at_a_time
+from workers.txn import Txn
+
+PREFIX = keys.SCHEDULE_PREFIX
+PROPERTY = "schedule_id"  # set on every fired message
+# Catch-up after downtime walks forward from at most this far back, widening only if no
+# fire falls inside (a rare schedule): one restart never walks months of minutes.
+CATCH_UP_WINDOWS_MS = (3_600_000, 86_400_000, 32 * 86_400_000, 400 * 86_400_000)
+
+
+class Schedule(NamedTuple):
+    """A recurring schedule as stored (and shown, with topic and schedule_id)."""
+
+    cron: str | None
+    every_ms: int | None
+    timezone: str
+    body: str
+    body_encoding: str
+    properties: dict[str, str]
+    tag: str | None
+    start_at_ms: int | None
+    end_at_ms: int | None
+    created_at_ms: int
+    next_fire_at_ms: int | None  # None: no fire left (past end_at_ms)
+    last_fire_at_ms: int | None = None
+
+    def view(self, topic: str, schedule_id: str) -> dict[str, Any]:
+        return {"topic": topic, "schedule_id": schedule_id, **self._asdict()}
+
+
+def encode(s: Schedule) -> bytes:
+    return orjson.dumps(s._asdict())
+
+
+def decode(raw: bytes) -> Schedule:
+    try:
+        return Schedule(**orjson.loads(raw))
+    except (orjson.JSONDecodeError, TypeError) as exc:
+        raise CorruptRecordError(f"undecodable schedule: {exc}") from exc
+
+
+def timer_key(fire_at_ms: int, topic: str, schedule_id: str) -> bytes:
+    return keys.timer_key(fire_at_ms, PREFIX + topic, schedule_id.encode())
+
+
+def next_after(s: Schedule, after_ms: int) -> int | None:
+    """The schedule's first fire strictly after ``after_ms``, within its window."""
+    if s.every_ms is not None:
+        first = s.start_at_ms if s.start_at_ms is not None else s.created_at_ms + s.every_ms
+        nxt = (
+            first
+            if after_ms < first
+            else first + ((after_ms - first) // s.every_ms + 1) * s.every_ms
+        )
+    else:
+        assert s.cron is not None
+        start = after_ms if s.start_at_ms is None else max(after_ms, s.start_at_ms - 1)
+        found = cron.next_after(cron.parse(s.cron), cron.zone(s.timezone), start)
+        if found is None:
+            return None
+        nxt = found
+    return nxt if s.end_at_ms is None or nxt <= s.end_at_ms else None
+
+
+def latest_due(s: Schedule, due_ms: int, now_ms: int) -> int:
+    """The latest fire at or before ``now_ms``, from the one due at ``due_ms``."""
+    nxt = next_after(s, due_ms)
+    if nxt is None or nxt > now_ms:
+        return due_ms
+    for window in CATCH_UP_WINDOWS_MS:
+        latest = None
+        at = next_after(s, max(due_ms, now_ms - window))
+        while at is not None and at <= now_ms:
+            latest, at = at, next_after(s, at)
+        if latest is not None:
+            return latest
+    return nxt
+
+
+def body_bytes(s: Schedule) -> tuple[bytes, BodyEncoding]:
+    if s.body_encoding == "base64":
+        return base64.b64decode(s.body), BodyEncoding.BASE64
+    return s.body.encode(), BodyEncoding.UTF8
+
+
+def fire(txn: Txn, key: bytes, value: bytes) -> None:
+    timer = keys.decode_timer_key(key)
+    topic, schedule_id = timer.target[len(PREFIX) :], timer.ident.decode()
+    slot = keys.schedule_key(topic, schedule_id)
+    raw = txn.get(CF.META, slot)
+    if raw is None:
+        return  # deleted after the scan
+    s = decode(raw)
+    if s.next_fire_at_ms != timer.due_ms:
+        return  # replaced after the scan: its new timer fires instead
+    fire_at = latest_due(s, timer.due_ms, txn.now_ms)
+    msg_id = f"{schedule_id}:{fire_at}"
+    if txn.get(CF.MESSAGES, keys.message_key(topic, msg_id)) is None:
+        body, encoding = body_bytes(s)
+        props = {**s.properties, PROPERTY: schedule_id}
+        rec = MessageRecord(topic, msg_id, fire_at, txn.now_ms, body, encoding, s.tag, props)
+        events.emit(txn, EventKind.SCHEDULED, encode_message(rec))
+        messages.deliver(txn, rec)
+    arm(txn, topic, schedule_id, s._replace(last_fire_at_ms=fire_at), fire_at)
+
+
+def arm(txn: Txn, topic: str, schedule_id: str, s: Schedule, after_ms: int) -> Schedule:
+    """Store the schedule with its next fire after ``after_ms`` (and never at or before
+    this batch's now: a timer key is always in the future, Writer.scan_horizon), and put
+    that fire's timer key."""
+    nxt = next_after(s, max(after_ms, txn.now_ms))
+    s = s._replace(next_fire_at_ms=nxt)
+    txn.put(CF.META, keys.schedule_key(topic, schedule_id), encode(s))
+    if nxt is not None:
+        txn.put(CF.TIMERS, timer_key(nxt, topic, schedule_id), b"")
+        txn.schedule_hint(nxt)
+    return s
+
+
+fire_run = one_at_a_time(fire)
