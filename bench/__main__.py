@@ -1,9 +1,9 @@
 """``python -m bench`` (``make bench``): every figure, one table on stdout.
 
 BENCH_SCALE=full for the full sizes; BENCH_STORM_N, BENCH_CONSUME_N, BENCH_NACK_N,
-BENCH_PENDING_N, BENCH_RECLAIM_N, BENCH_GROWTH_LEVELS (bench/scale.py), BENCH_SCHEDULES_N
-and BENCH_FILTER_N override single sizes; BENCH_PIPELINE_N sizes figure 15 (Spark), which
-runs only when named or with BENCH_SCALE=full. Figure numbers as arguments run only those:
+BENCH_PENDING_N, BENCH_RECLAIM_N, BENCH_PIPELINE_N, BENCH_GROWTH_LEVELS (bench/scale.py),
+BENCH_SCHEDULES_N and BENCH_FILTER_N override single sizes; figure 16 (Spark) runs only when
+named or with BENCH_SCALE=full. Figure numbers as arguments run only those:
 ``python -m bench 5 7``.
 Progress goes to stderr. See bench/README.md for what each figure measures.
 """
@@ -31,6 +31,7 @@ from bench import (
     scale,
     schedules,
     send,
+    soak,
     storm,
 )
 
@@ -99,12 +100,13 @@ def figures(s: scale.Scale) -> list[Figure]:
         ("12", "reschedule vs single send", lambda: reschedule.run_figure(s)),
         ("13", "recurring schedules at scale", lambda: schedules.run_figure(schedules.size())),
         ("14", "filtered vs unfiltered receive", lambda: filtered.run_figure(filtered.size())),
-        ("15", "Spark pipeline", lambda: pipeline.run_figure(n=s.pipeline_n)),
+        ("15", "soak", lambda: soak.run_figure(minutes=s.soak_minutes, profile=s.name)),
+        ("16", "Spark pipeline", lambda: pipeline.run_figure(n=s.pipeline_n)),
     ]
 
 
-# Minutes of Spark even at the quick size: run only when named (python -m bench 10) or full.
-OPT_IN = {"15"}
+# Minutes of Spark even at the quick size: run only when named (python -m bench 16) or full.
+OPT_IN = {"16"}
 
 
 def main(argv: list[str]) -> None:

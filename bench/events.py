@@ -1,4 +1,4 @@
-"""Figure 10: what the event log costs — figures 1, 2 and 4 with ``ROCKTIMER_EVENTS=false``
+"""Figure 11: what the event log costs — figures 1, 2 and 4 with ``ROCKTIMER_EVENTS=false``
 (the ceiling) and ``true`` (the default), in the same run.
 
 Each measurement is the figure's own (send.py, batch.py, storm.py) on a fresh server; the
@@ -86,7 +86,7 @@ def run_figure(
 def _row(what: str, rates: dict[str, float], target: float, notes: str) -> report.Row:
     ratio = rates["on"] / rates["off"] if rates["off"] else 0.0
     return report.Row(
-        "10",
+        "11",
         f"event log on: {what}",
         f"{rates['on']:,.0f}",
         f"event log off {rates['off']:,.0f}",

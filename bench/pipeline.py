@@ -1,4 +1,4 @@
-"""Figure 15: the Spark pipeline on ``local[2]``, each job beside a ceiling of the same run.
+"""Figure 16: the Spark pipeline on ``local[2]``, each job beside a ceiling of the same run.
 
 - bulk load of N generated rows (Parquet, 1 % invalid) into a running service, rows/s end
   to end (JVM start included), beside the service's own batch-send rate measured right
@@ -7,8 +7,8 @@
 - report and audit over N events (a synthetic log, bench/events_data.py), seconds end to
   end, beside a plain Spark scan of every column of the same segments.
 
-    python -m bench 15                        # BENCH_PIPELINE_N, default 100 000
-    BENCH_PIPELINE_N=10000000 python -m bench 15   # the targets' size (minutes)
+    python -m bench 16                        # BENCH_PIPELINE_N, default 100 000
+    BENCH_PIPELINE_N=10000000 python -m bench 16   # the targets' size (minutes)
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def rows(m: dict[str, Any]) -> list[report.Row]:
     rate = load["rows"] / load["wall_s"]
     return [
         report.Row(
-            "15",
+            "16",
             f"bulk load of {n:,} rows, {MASTER}, end to end",
             f"{rate:,.0f} rows/s",
             f"batch send on the same server {m['batch_rate']:,.0f} msg/s",
@@ -130,7 +130,7 @@ def rows(m: dict[str, Any]) -> list[report.Row]:
             f"{load['rejected']:,}; {load['wall_s']:.0f} s; server {m['server_cpu']}",
         ),
         report.Row(
-            "15",
+            "16",
             f"report over {rep['events']:,} events, {MASTER}",
             f"{rep['wall_s']:.1f} s",
             f"Spark scan of every column {m['scan_s']:.1f} s",
@@ -140,7 +140,7 @@ def rows(m: dict[str, Any]) -> list[report.Row]:
             f"{rep['topics']} topics, {rep['delivered']:,} delivered",
         ),
         report.Row(
-            "15",
+            "16",
             f"audit over {rep['events']:,} events, {MASTER}",
             f"{audit['wall_s']:.1f} s",
             f"Spark scan of every column {m['scan_s']:.1f} s",

@@ -1,4 +1,5 @@
-"""Server processes for the bench: the real service or the bare app, on a random free port.
+"""Server processes for the bench and the tests: the real service or the bare app, on a
+random free port (tests/e2e/server.py is this module's ServerProcess with test defaults).
 
 Every figure starts its own server as a child process (on a fresh temp data dir for the
 service), waits until it answers, samples its memory and CPU from /proc, and stops it by
@@ -91,7 +92,7 @@ class ServerProcess:
         """Raise with the log's tail if the process has exited."""
         assert self.proc is not None, f"{self.name} is not running"
         if self.proc.poll() is not None:
-            raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: {self.logs()}")
+            raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: {self.tail()}")
 
     def answers(self) -> bool:
         """One readiness probe: True once the server serves."""
@@ -112,7 +113,7 @@ class ServerProcess:
             if self.answers():
                 return
             time.sleep(READY_POLL_S)
-        raise RuntimeError(f"{self.name} not ready in {START_TIMEOUT_S}s: {self.logs()}")
+        raise RuntimeError(f"{self.name} not ready in {START_TIMEOUT_S}s: {self.tail()}")
 
     def stop(self) -> int | None:
         """SIGTERM by PID, wait, then SIGKILL; returns the exit code."""
@@ -137,8 +138,11 @@ class ServerProcess:
         return proc.wait()
 
     def logs(self) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return text[-4000:]
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def tail(self) -> str:
+        """The end of the log, for an error message."""
+        return self.logs()[-4000:]
 
     def __enter__(self) -> ServerProcess:
         return self.start()
@@ -157,21 +161,42 @@ def data_dir(work_dir: Path) -> Path:
     return work_dir / "data"
 
 
-def service(work_dir: Path, env: dict[str, str] | None = None) -> ServerProcess:
-    """``python -m app`` on a fresh data dir under ``work_dir`` (as a newcomer runs it).
+class AppProcess(ServerProcess):
+    """``python -m app`` (as a newcomer runs it) on ``data`` and a free port. The same
+    object can be killed and spawned again: same port, same data dir."""
 
-    The same object can be killed and spawned again: same port, same data dir.
-    """
-    port = free_port()
-    settings = {
-        "ROCKTIMER_HOST": HOST,
-        "ROCKTIMER_PORT": str(port),
-        "ROCKTIMER_DATA_DIR": str(data_dir(work_dir)),
-        "ROCKTIMER_LOG_LEVEL": "warning",  # the quietest level that still shows problems
-        **(env or {}),
-    }
-    argv = [sys.executable, "-m", "app"]
-    return ServerProcess("rocktimer", argv, settings, port, "/readyz", work_dir / "service.log")
+    def __init__(self, data: Path, log_path: Path, env: dict[str, str] | None = None) -> None:
+        argv = [sys.executable, "-m", "app"]
+        super().__init__("rocktimer", argv, {}, free_port(), "/readyz", log_path)
+        self.data_dir = data
+        self.extra_env = env or {}  # may change between spawns, as may the port
+
+    def spawn(self) -> AppProcess:
+        self.env = {
+            "ROCKTIMER_HOST": HOST,
+            "ROCKTIMER_PORT": str(self.port),
+            "ROCKTIMER_DATA_DIR": str(self.data_dir),
+            "ROCKTIMER_LOG_LEVEL": "warning",  # the quietest level that still shows problems
+            **self.extra_env,
+        }
+        super().spawn()
+        return self
+
+    def start(self) -> AppProcess:
+        super().start()
+        return self
+
+    def __enter__(self) -> AppProcess:
+        return self.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+
+def service(work_dir: Path, env: dict[str, str] | None = None) -> AppProcess:
+    """The service on a fresh data dir under ``work_dir``."""
+    return AppProcess(data_dir(work_dir), work_dir / "service.log", env)
 
 
 def bare_app(work_dir: Path) -> ServerProcess:

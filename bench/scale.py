@@ -5,7 +5,8 @@ sizes the targets are stated for (a one-minute lateness window, a 10M storm, 10M
 timers and 10M deliveries).
 
 Environment overrides (any profile): BENCH_STORM_N, BENCH_CONSUME_N, BENCH_NACK_N,
-BENCH_PENDING_N, BENCH_RECLAIM_N, BENCH_PIPELINE_N (integers) and BENCH_GROWTH_LEVELS
+BENCH_PENDING_N, BENCH_RECLAIM_N, BENCH_SOAK_MINUTES, BENCH_PIPELINE_N (integers) and
+BENCH_GROWTH_LEVELS
 (comma-separated integers, e.g. ``10000,100000``).
 """
 
@@ -30,7 +31,8 @@ class Scale:
     reclaim_n: int  # figure 8: deliveries (one storm) before the scan-cost probe
     growth_levels: tuple[int, ...]  # figure 9: pending timers at each measured point
     ontime_seconds: float  # figure 10: each phase's window (timers due, loads running)
-    pipeline_n: int  # figure 15: rows bulk-loaded, and events reported and audited
+    soak_minutes: int  # figure 10: fake minutes of steady load
+    pipeline_n: int  # figure 16: rows bulk-loaded, and events reported and audited
 
 
 QUICK = Scale(
@@ -46,6 +48,7 @@ QUICK = Scale(
     reclaim_n=1_000_000,
     growth_levels=(10_000, 100_000, 1_000_000),
     ontime_seconds=30,
+    soak_minutes=60,
     pipeline_n=100_000,
 )
 FULL = Scale(
@@ -61,6 +64,7 @@ FULL = Scale(
     reclaim_n=10_000_000,
     growth_levels=(10_000, 100_000, 1_000_000, 10_000_000),
     ontime_seconds=60,
+    soak_minutes=240,
     pipeline_n=10_000_000,
 )
 
@@ -70,6 +74,7 @@ _INT_OVERRIDES = {
     "BENCH_NACK_N": "nack_n",
     "BENCH_PENDING_N": "pending_n",
     "BENCH_RECLAIM_N": "reclaim_n",
+    "BENCH_SOAK_MINUTES": "soak_minutes",
     "BENCH_PIPELINE_N": "pipeline_n",
 }
 

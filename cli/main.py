@@ -19,6 +19,8 @@ from rocktimer_client.api.consumer import (
     ack_messages,
     get_group_message,
     get_group_settings,
+    list_groups,
+    list_topics,
     receive_messages,
 )
 from rocktimer_client.api.producer import cancel_message, get_message, send_message, send_messages
@@ -37,7 +39,7 @@ from rocktimer_client.types import UNSET, Response, Unset
 
 from cli import batchfile
 from cli.connection import DEFAULT_URL, Api, Exit, Failed
-from cli.show import Out, now_ms
+from cli.show import Out, count, now_ms
 from cli.times import duration, parse_duration_ms, parse_time_ms, when
 
 EXIT_CODES = (
@@ -442,6 +444,43 @@ def _flat_settings(settings: GroupSettings) -> dict[str, Any]:
     doc = settings.to_dict()
     retry = doc.pop("retry", {"policy": "levels"})
     return {**doc, **{f"retry.{k}" if k != "policy" else "retry": v for k, v in retry.items()}}
+
+
+@app.command()
+def topics(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many, by name.")] = 1000,
+    as_json: Json = False,
+) -> None:
+    """Topics by name, with their scheduled, delivered and cancelled counts."""
+    items = _pages(_api(ctx), list_topics.sync_detailed, limit=limit)
+    _listing(Out(as_json), items, ["topic", "scheduled", "delivered", "cancelled"], "no topics yet")
+
+
+@app.command()
+def groups(
+    ctx: typer.Context,
+    topic: Topic,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many, by name.")] = 1000,
+    as_json: Json = False,
+) -> None:
+    """A topic's consumer groups: backlog, in flight, retrying, dead letters, filter."""
+    items = _pages(_api(ctx), list_groups.sync_detailed, topic, limit=limit)
+    columns = ["group", "backlog", "inflight", "retrying", "dead", "filter"]
+    _listing(Out(as_json), items, columns, "no groups yet")
+
+
+def _listing(out: Out, items: list[dict[str, Any]], columns: list[str], empty: str) -> None:
+    if out.as_json:
+        for item in items:
+            out.json(item)
+    elif not items:
+        out.say(empty)
+    else:
+        out.table(
+            columns,
+            [[count(i[c]) if isinstance(i[c], int) else i[c] for c in columns] for i in items],
+        )
 
 
 # --- dead letters --------------------------------------------------------------------------

@@ -59,7 +59,7 @@ def decode(entries: Sequence[tuple[bytes, bytes]]) -> pa.Table:
 
 
 def _decode(entries: Sequence[tuple[bytes, bytes]]) -> pa.Table:
-    sections: list[list[bytes]] = [[] for _ in range(9)]
+    sections: list[list[bytes]] = [[] for _ in range(8)]
     firsts: list[int] = []
     counts: list[int] = []
     nows: list[int] = []
@@ -71,11 +71,11 @@ def _decode(entries: Sequence[tuple[bytes, bytes]]) -> pa.Table:
         counts.append(n)
         nows.append(now)
         pos = HEADER.size
-        for i, size in enumerate((n, 4 * n, n, n, n, 4 * n, n_group, n_topic)):
+        for i, size in enumerate((n, 4 * n, n, n, 4 * n, n_group, n_topic)):
             sections[i].append(value[pos : pos + size])
             pos += size
-        sections[8].append(value[pos:])
-    kinds_b, attempts_b, glens_b, tlens_b, skips_b, hlens_b, groups_b, topics_b, heads_b = (
+        sections[7].append(value[pos:])
+    kinds_b, attempts_b, glens_b, tlens_b, hlens_b, groups_b, topics_b, heads_b = (
         b"".join(parts) for parts in sections
     )
     total = len(kinds_b)
@@ -87,12 +87,11 @@ def _decode(entries: Sequence[tuple[bytes, bytes]]) -> pa.Table:
     attempts = np.frombuffer(attempts_b, _I32)
     glens = np.frombuffer(glens_b, _U8).astype(np.int64)
     tlens = np.frombuffer(tlens_b, _U8).astype(np.int64)
-    skips = np.frombuffer(skips_b, _U8).astype(np.int64)
-    hlens = np.frombuffer(hlens_b, _U32).astype(np.int64) - skips
+    hlens = np.frombuffer(hlens_b, _U32).astype(np.int64)
     # One buffer for every string: heads, then topics, then groups.
     buf = np.frombuffer(heads_b + topics_b + groups_b, _U8)
-    head = _starts(hlens + skips) + skips
-    if len(tlens) != total or (hlens < ID_AT).any() or int((hlens + skips).sum()) != len(heads_b):
+    head = _starts(hlens)
+    if len(tlens) != total or (hlens < ID_AT).any() or int(hlens.sum()) != len(heads_b):
         raise CorruptRecordError("event batch with a cut record head")
     n_id = buf[head + N_ID_AT].astype(np.int64)
     n_topic = buf[head + N_TOPIC_AT].astype(np.int64)

@@ -13,9 +13,8 @@ otherwise take the GIL from it.
 
 Value layout (little-endian): header ``version, n, now_ms, group bytes, topic bytes``;
 ``n`` kind bytes; ``n`` int32 attempts (0 = none); ``n`` group lengths (u8, 0 = none);
-``n`` topic lengths (u8, 0 = the record's own topic); ``n`` skips (u8: bytes before the
-record in its head, a timer value's kind byte); ``n`` u32 head lengths; then the group,
-topic and head bytes. Seqs are implicit: the key is the first one.
+``n`` topic lengths (u8, 0 = the record's own topic); ``n`` u32 head lengths; then the
+group, topic and head bytes. Seqs are implicit: the key is the first one.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from typing import Final, NamedTuple
 
 from storage.records import TAG_FLAG
 
-VERSION: Final = 2
+VERSION: Final = 1
 HEADER = struct.Struct("<BIQII")  # version, n, now_ms, group bytes, topic bytes
 # The record fields an event reads (storage/records.py: a 33-byte header, msg_id <= 128,
 # topic <= 127 and tag <= 128 characters of UTF-8 <= 512 bytes): every head fits.
@@ -67,12 +66,11 @@ Event = tuple[int, int, bytes, bytes, bytes]
 
 
 class Span(NamedTuple):
-    """Many staged events of one kind without group or topic: one per encoded record,
-    each starting at byte ``at`` of its value (a storm's moved timers)."""
+    """Many staged events of one kind without group or topic: one per encoded record (a
+    storm's moved timers)."""
 
     kind: int
     values: list[bytes]
-    at: int
 
 
 Staged = Event | Span
@@ -80,9 +78,9 @@ Staged = Event | Span
 
 def encode(staged: Sequence[Staged], now_ms: int) -> bytes:
     """One batch's events (at least one) as one value of the events CF."""
-    # Columns, each a list of parts: kinds, attempts, group lengths, topic lengths, skips,
-    # head lengths, groups, topics, heads.
-    cols: list[list[bytes]] = [[] for _ in range(9)]
+    # Columns, each a list of parts: kinds, attempts, group lengths, topic lengths, head
+    # lengths, groups, topics, heads.
+    cols: list[list[bytes]] = [[] for _ in range(8)]
     run: list[Event] = []
     for item in staged:
         if type(item) is Span:
@@ -92,7 +90,7 @@ def encode(staged: Sequence[Staged], now_ms: int) -> bytes:
         else:
             run.append(item)  # type: ignore[arg-type]
     _encode_events(run, cols)
-    kinds, attempts, glens, tlens, skips, hlens, groups, topics, heads = map(b"".join, cols)
+    kinds, attempts, glens, tlens, hlens, groups, topics, heads = map(b"".join, cols)
     return b"".join(
         (
             HEADER.pack(VERSION, len(kinds), now_ms, len(groups), len(topics)),
@@ -100,7 +98,6 @@ def encode(staged: Sequence[Staged], now_ms: int) -> bytes:
             attempts,
             glens,
             tlens,
-            skips,
             hlens,
             groups,
             topics,
@@ -120,33 +117,29 @@ def _encode_events(run: list[Event], cols: list[list[bytes]]) -> None:
             _little("i", attempts),
             bytes(map(len, groups)),
             bytes(map(len, topics)),
-            bytes(len(run)),
             _little("I", map(len, heads)),
         ),
         strict=False,
     ):
         col.append(part)
-    cols[6].extend(groups)
-    cols[7].extend(topics)
-    cols[8].extend(heads)
+    cols[5].extend(groups)
+    cols[6].extend(topics)
+    cols[7].extend(heads)
 
 
 def _encode_span(span: Span, cols: list[list[bytes]]) -> None:
-    n, values, cap = len(span.values), span.values, span.at + HEAD_MAX
+    n, values = len(span.values), span.values
     # Whole values when they are small on average (no copy per message); else heads only.
-    heads = values if sum(map(len, values)) <= n * cap else list(map(_cut(cap), values))
+    heads = values if sum(map(len, values)) <= n * HEAD_MAX else list(map(_CUT, values))
     cols[0].append(bytes((span.kind,)) * n)
     cols[1].append(bytes(4 * n))
     cols[2].append(bytes(n))
     cols[3].append(bytes(n))
-    cols[4].append(bytes((span.at,)) * n)
-    cols[5].append(_little("I", map(len, heads)))
-    cols[8].extend(heads)
+    cols[4].append(_little("I", map(len, heads)))
+    cols[7].extend(heads)
 
 
-def _cut(cap: int) -> Callable[[bytes], bytes]:
-    cut: Callable[[bytes], bytes] = itemgetter(slice(0, cap))
-    return cut
+_CUT: Callable[[bytes], bytes] = itemgetter(slice(0, HEAD_MAX))
 
 
 def _little(code: str, values: object) -> bytes:

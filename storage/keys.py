@@ -167,6 +167,18 @@ def dead_key(topic: str, group: str, dead_at_ms: int, seq: int) -> bytes:
     return dead_prefix(topic, group) + _U64.pack(dead_at_ms) + _U64.pack(seq)
 
 
+DEAD_POSITION_BYTES = 16  # u64be(dead_at_ms) ‖ u64be(seq): a letter's place in its listing
+
+
+def dead_position(key: bytes) -> bytes:
+    """Where a dead-letter key sits in its (topic, group) listing (a page cursor's content)."""
+    return key[-DEAD_POSITION_BYTES:]
+
+
+def dead_key_at(topic: str, group: str, position: bytes) -> bytes:
+    return dead_prefix(topic, group) + position
+
+
 def dlq_lane(group: str) -> bytes:
     """The log of topic ``%DLQ%group``: every dead letter of the group, any source topic."""
     return topic_lane(DLQ_PREFIX + group)

@@ -53,7 +53,7 @@ def emit_many(txn: Txn, kind: EventKind, values: list[bytes]) -> None:
     """Stage one event per encoded record (a storm's span of moved timers: no Python loop)."""
     staged = txn.events
     if staged is not None:
-        staged.append(Span(kind, values, 0))
+        staged.append(Span(kind, values))
 
 
 def emit_plain(

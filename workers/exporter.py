@@ -11,7 +11,6 @@ Memory is bounded by one segment. Segments older than ``retention_ms`` are delet
 
 from __future__ import annotations
 
-import logging
 import os
 from functools import partial
 from typing import NamedTuple
@@ -20,11 +19,9 @@ from storage import events, keys
 from storage.errors import StorageError, WriterStopped
 from storage.store import CF, RocksStore
 from workers.clock import Clock
-from workers.thread import WorkerThread
+from workers.thread import Periodic
 from workers.txn import Txn
 from workers.writer import Writer
-
-log = logging.getLogger("rocktimer.exporter")
 
 SEGMENT_ROWS = 100_000  # events per segment: ~20 MB of columns in memory while sealed
 SCAN_VALUES = 64  # CF values (one batch's events each) read per scan
@@ -39,8 +36,9 @@ class Picked(NamedTuple):
     last: int
 
 
-class Exporter(WorkerThread):
+class Exporter(Periodic):
     name = "rocktimer-exporter"
+    expected = (StorageError, WriterStopped, OSError)  # logged; the next seal retries
 
     def __init__(
         self,
@@ -52,11 +50,10 @@ class Exporter(WorkerThread):
         retention_ms: int,
         segment_rows: int = SEGMENT_ROWS,
     ) -> None:
-        super().__init__()
+        # At start at once: what a crash left behind is sealed first.
+        super().__init__(clock, seal_ms, at_start=True)
         self.store = store
         self.writer = writer
-        self.clock = clock
-        self.seal_ms = seal_ms
         self.retention_ms = retention_ms
         self.segment_rows = segment_rows
         self.root = os.path.join(store.path, EVENTS_DIR)
@@ -66,21 +63,11 @@ class Exporter(WorkerThread):
         self._from = b""  # every event before this key is sealed and deleted
         self._newest: dict[str, int] = {}  # segment path -> its newest event_time_ms
 
-    def run(self) -> None:
-        next_seal = self.clock.now_ms()  # at once: what a crash left behind goes first
-        while not self.stopping:
-            self.clock.wait(self._wake, next_seal)
-            self._wake.clear()
-            if self.stopping:
-                return
-            if self.clock.now_ms() < next_seal:
-                continue
-            next_seal = self.clock.now_ms() + self.seal_ms
-            try:
-                self.export()
-                self.expire()
-            except (StorageError, WriterStopped, OSError) as exc:
-                log.warning("event export failed (retried in %d ms): %s", self.seal_ms, exc)
+    def tick(self) -> None:
+        try:
+            self.export()
+            self.expire()
+        finally:
             self.rounds += 1
 
     def export(self) -> int:

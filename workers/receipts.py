@@ -1,17 +1,20 @@
 """Receipt handles: an opaque, URL-safe, unforgeable encoding of (seq, generation).
 
-A receipt carries a MAC (HMAC-SHA256, cut to 128 bits) with a secret kept in the store,
-over the topic, group, seq and generation: one built by hand, or presented on another
-topic or group, does not verify and comes back ``unknown``.
+A receipt carries a 128-bit MAC with a secret kept in the store (keyed BLAKE2b, a MAC by
+design; a quarter of HMAC-SHA256's cost on the receive and ack paths), over the topic,
+group, seq and generation: one built by hand, or presented on another topic or group,
+does not verify and comes back ``unknown``.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
+import hashlib
 import hmac
 import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from storage import keys
 
@@ -25,9 +28,19 @@ class Receipt(NamedTuple):
     generation: int
 
 
+@functools.lru_cache(maxsize=4096)
+def _keyed(secret: bytes, topic: str, group: str) -> Any:
+    """The MAC's state after the key and the owner (copied per receipt: half the cost)."""
+    state = hashlib.blake2b(key=secret, digest_size=MAC_BYTES)
+    state.update(topic.encode() + keys.SEP + group.encode() + keys.SEP)
+    return state
+
+
 def _mac(secret: bytes, topic: str, group: str, head: bytes) -> bytes:
-    owner = topic.encode() + keys.SEP + group.encode() + keys.SEP
-    return hmac.digest(secret, owner + head, "sha256")[:MAC_BYTES]
+    state = _keyed(secret, topic, group).copy()
+    state.update(head)
+    mac: bytes = state.digest()
+    return mac
 
 
 def encode_receipt(secret: bytes, topic: str, group: str, seq: int, generation: int) -> str:

@@ -214,19 +214,19 @@ class Engine:
         messages. One that found nothing after all (another receiver was first) parks again.
         """
 
-        def look(txn: Txn) -> list[consume.Received]:
+        def look(txn: Txn) -> consume.ReceiveBatch:
             return consume.receive(
                 txn, topic, group, limit, invisible_ms, self.config.max_receive_bytes
             )
 
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_ms / 1000
+        deadline = self.clock.now_ms() + wait_ms  # on the engine's clock, as every deadline
         rounds = 0
         while True:
             parked = Parked(topic, look, loop.create_future())
 
-            def look_or_park(txn: Txn, parked: Parked = parked) -> list[consume.Received]:
-                got = consume.receive(txn, topic, group, limit, invisible_ms)
+            def look_or_park(txn: Txn, parked: Parked = parked) -> consume.ReceiveBatch:
+                got = look(txn)
                 if not got and wait_ms > 0 and not got.more:
                     self.long_polls.park(parked)
                 return got
@@ -239,7 +239,7 @@ class Engine:
                 if got or self.long_polls.closed:
                     return got
                 more = isinstance(got, consume.ReceiveBatch) and got.more
-                left = deadline - loop.time()
+                left = (deadline - self.clock.now_ms()) / 1000
                 if left > 0 and not more:
                     with contextlib.suppress(TimeoutError):
                         got = await asyncio.wait_for(asyncio.shield(parked.future), left)
@@ -251,7 +251,7 @@ class Engine:
             rounds += 1
             if more and rounds < FILTER_ROUNDS:
                 continue  # the filter's scan budget ran out: scan on, in a batch of its own
-            if loop.time() >= deadline:
+            if self.clock.now_ms() >= deadline:
                 return got
 
     def release_long_polls(self) -> None:

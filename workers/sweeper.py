@@ -20,7 +20,7 @@ from storage.errors import StorageError, WriterStopped
 from storage.store import CF, RocksStore
 from workers import retention
 from workers.clock import Clock
-from workers.thread import WorkerThread
+from workers.thread import Periodic
 from workers.txn import Txn
 from workers.writer import Writer
 
@@ -31,8 +31,9 @@ log = logging.getLogger("rocktimer.sweeper")
 MAX_OPS_PER_LANE = 100  # per sweep: a backlog of 100k per lane; the next sweep goes on
 
 
-class Sweeper(WorkerThread):
+class Sweeper(Periodic):
     name = "rocktimer-sweeper"
+    expected = (StorageError, WriterStopped)
 
     def __init__(
         self,
@@ -43,10 +44,8 @@ class Sweeper(WorkerThread):
         retention_ms: int | None = None,
         dlq_retention_ms: int | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(clock, interval_ms)
         self.store = store
-        self.clock = clock
-        self.interval_ms = interval_ms
         self.writer = writer
         self.retention_ms = retention_ms
         self.dlq_retention_ms = dlq_retention_ms if dlq_retention_ms is not None else retention_ms
@@ -119,20 +118,6 @@ class Sweeper(WorkerThread):
         self.compactions += 1
         return True
 
-    def run(self) -> None:
-        next_sweep = self.clock.now_ms() + self.interval_ms
-        while not self.stopping:
-            self.clock.wait(self._wake, next_sweep)
-            # Clear the wake-up, or every later wait returns at once (FakeClock.advance sets
-            # it to make waiters look at the clock again): a busy loop of compactions.
-            self._wake.clear()
-            if self.stopping:
-                return
-            if self.clock.now_ms() < next_sweep:
-                continue
-            next_sweep = self.clock.now_ms() + self.interval_ms
-            try:
-                self.sweep()
-                self.retain()
-            except (StorageError, WriterStopped) as exc:
-                log.warning("sweep failed: %s", exc)
+    def tick(self) -> None:
+        self.sweep()
+        self.retain()

@@ -8,6 +8,8 @@ import logging
 import threading
 from collections.abc import Callable
 
+from workers.clock import Clock
+
 
 class OwnThread:
     """One named daemon thread: started, joined, and alive or not."""
@@ -61,3 +63,37 @@ class WorkerThread(OwnThread, abc.ABC):
     @abc.abstractmethod
     def run(self) -> None:
         """The thread's loop; return when ``stopping``."""
+
+
+class Periodic(WorkerThread):
+    """A worker that runs ``tick`` every ``interval_ms`` of its clock (the sweeper, the
+    exporter). An error in ``expected`` is logged and the next tick tries again."""
+
+    expected: tuple[type[Exception], ...] = ()
+
+    def __init__(self, clock: Clock, interval_ms: int, *, at_start: bool = False) -> None:
+        super().__init__()
+        self.clock = clock
+        self.interval_ms = interval_ms
+        self._at_start = at_start  # the first tick at once, not one interval after start
+
+    def run(self) -> None:
+        due = self.clock.now_ms() + (0 if self._at_start else self.interval_ms)
+        while not self.stopping:
+            self.clock.wait(self._wake, due)
+            # Clear the wake-up, or every later wait returns at once (FakeClock.advance sets
+            # it to make waiters look at the clock again): a busy loop of ticks.
+            self._wake.clear()
+            if self.stopping:
+                return
+            if self.clock.now_ms() < due:
+                continue
+            due = self.clock.now_ms() + self.interval_ms
+            try:
+                self.tick()
+            except self.expected as exc:
+                logging.getLogger(f"rocktimer.{self.name}").warning("%s: %s", self.name, exc)
+
+    @abc.abstractmethod
+    def tick(self) -> None:
+        """One round of the worker's work."""

@@ -46,9 +46,9 @@ def _cursor(topic: str, group: str, cursor: str | None) -> bytes | None:
     raw = decode_cursor(cursor)
     if raw is None:
         return None
-    if len(raw) != 16:
+    if len(raw) != keys.DEAD_POSITION_BYTES:
         raise bad_cursor()
-    return keys.dead_prefix(topic, group) + raw
+    return keys.dead_key_at(topic, group, raw)
 
 
 @router.get(
@@ -79,7 +79,7 @@ async def list_dead_letters(
         ]
     }
     if more and found:
-        page["next_cursor"] = encode_cursor(found[-1][0][-16:])
+        page["next_cursor"] = encode_cursor(keys.dead_position(found[-1][0]))
     return json_response(page)
 
 

@@ -15,7 +15,7 @@ from fastapi import FastAPI
 
 from app.config import Settings
 from app.main import create_app
-from tests.e2e.server import free_port
+from bench.process import free_port
 from workers.clock import Clock
 from workers.runner import Engine
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -86,7 +87,11 @@ def test_full_writer_queue_answers_429_with_retry_after(live: Callable[..., Any]
                     for i in range(6)
                 ]
                 first = [asyncio.ensure_future(s) for s in sends]
-                await asyncio.sleep(1.0)  # all six reached the server; two fit the queue
+                # Two fit the queue behind the held writer; the other four are answered.
+                deadline = time.monotonic() + 20
+                while app.engine.writer.queue_depth < 2 or sum(f.done() for f in first) < 4:
+                    assert time.monotonic() < deadline, "the burst never filled the queue"
+                    await asyncio.sleep(0.01)
                 release.set()
                 return list(await asyncio.gather(*first))
 
@@ -119,8 +124,7 @@ def test_readyz_tells_the_truth_when_a_worker_dies(live: Callable[..., Any]) -> 
 
 
 def test_metrics_expose_pending_timers_and_lateness(live: Callable[..., Any]) -> None:
-    # A fake clock: the message sent for "now" is delivered 0 ms late however busy the
-    # machine (on the real clock the writer's batch may start a few ms after the route).
+    # On a fake clock that stands still, "now" is delivered exactly at its deliver time.
     with live(clock=FakeClock()) as app, httpx.Client(base_url=app.url) as c:
         c.post("/v1/topics/t/messages", json={"msg_id": "later", "body": "x", "delay_ms": 60_000})
         c.post("/v1/topics/t/messages", json={"msg_id": "now", "body": "x"})

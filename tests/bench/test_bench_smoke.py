@@ -28,6 +28,7 @@ from bench import (
     report,
     scale,
     send,
+    soak,
     storm,
 )
 from bench.stats import percentile, spread
@@ -62,7 +63,7 @@ def test_batch_figure_runs() -> None:
 def test_event_log_figure_runs() -> None:
     order = (("off", events.OFF), ("on", events.ON))
     rows = events.run_figure(warmup_s=0.2, seconds=0.5, batches=3, storm_n=1_500, order=order)
-    assert [r.number for r in rows] == ["10", "10", "10"]
+    assert [r.number for r in rows] == ["11", "11", "11"]
     assert all(r.ratio != "0.00" for r in rows), rows
     rendered(rows)
 
@@ -238,3 +239,11 @@ def test_percentiles_are_nearest_rank() -> None:
     s = spread(list(reversed(values)))
     assert (s.p50, s.p99, s.max, s.n) == (50, 99, 100, 100)
     assert spread([]).ms() == "no samples"
+
+
+def test_soak_figure_runs(tmp_path: Path) -> None:
+    rows = soak.run_figure(minutes=4, profile="smoke", out_dir=tmp_path)
+    assert [r.number for r in rows] == ["15"] * 3
+    table = (tmp_path / "soak-smoke.md").read_text()
+    assert table.count("\n| ") == 4 + 2  # header, then minutes 0..4
+    assert (tmp_path / "soak-smoke.png").read_bytes().startswith(b"\x89PNG")

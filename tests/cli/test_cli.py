@@ -19,9 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
+from bench.process import START_TIMEOUT_S, free_port
 from cli.connection import Exit
 from cli.main import MAX_BATCH, main
-from tests.e2e.server import START_TIMEOUT_S, Server, free_port
+from tests.e2e.server import Server
 
 ROCKTIMER = Path(sys.executable).parent / "rocktimer"
 
@@ -224,3 +225,19 @@ def test_console_script_serve_and_api_keys(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def test_topics_and_groups(run: Run, topic: str) -> None:
+    run("send", topic, "later", "--id", "x1", "--delay", "1h")
+    run("send", topic, "now", "--id", "x2")
+    run("tail", topic, "g1", "--count", "1", "--no-ack")
+    (mine,) = [t for t in run.json("topics") if t["topic"] == topic]
+    assert (mine["scheduled"], mine["delivered"], mine["cancelled"]) == (1, 1, 0)
+    out, _ = run("topics")
+    assert out.split()[:4] == ["topic", "scheduled", "delivered", "cancelled"]
+    assert topic in out
+    (group,) = run.json("groups", topic)
+    assert (group["group"], group["backlog"], group["inflight"]) == ("g1", 0, 1)
+    out, _ = run("groups", topic)
+    assert out.split()[6:9] == ["g1", "0", "1"]
+    assert run("groups", "t-none")[0] == "no groups yet\n"

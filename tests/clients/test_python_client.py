@@ -22,10 +22,18 @@ from rocktimer_client.api.consumer import (
     change_invisibility,
     get_group_message,
     get_group_settings,
+    list_groups,
+    list_topics,
     nack_messages,
     receive_messages,
 )
-from rocktimer_client.api.producer import cancel_message, get_message, send_message, send_messages
+from rocktimer_client.api.producer import (
+    cancel_message,
+    get_message,
+    list_messages,
+    send_message,
+    send_messages,
+)
 from rocktimer_client.api.service import healthz, metrics, readyz
 from rocktimer_client.models import (
     AckRequest,
@@ -36,10 +44,12 @@ from rocktimer_client.models import (
     ExponentialPolicy,
     FixedPolicy,
     GroupMessageState,
+    GroupPage,
     GroupSettings,
     Health,
     InvisibilityRequest,
     InvisibilityResult,
+    MessagePage,
     MessageView,
     NackRequest,
     NackResult,
@@ -52,8 +62,9 @@ from rocktimer_client.models import (
     SendMessage,
     SendMessagePropertiesType0,
     SendResult,
+    TopicPage,
 )
-from rocktimer_client.types import UNSET, Response
+from rocktimer_client.types import UNSET, Response, Unset
 
 from tests.e2e.server import Server
 
@@ -208,3 +219,30 @@ def test_service_endpoints(client: Client) -> None:
     assert ok(healthz.sync_detailed(client=client), 200, Health).status == "alive"
     assert ok(readyz.sync_detailed(client=client), 200, Health).status == "ready"
     assert "rocktimer_pending_timers" in ok(metrics.sync_detailed(client=client), 200, str)
+
+
+def test_browsing(client: Client, topic: str) -> None:
+    for msg_id, delay in (("late", 3_600_000), ("soon", 60_000), ("now", 0)):
+        msg = SendMessage(body=msg_id, msg_id=msg_id, delay_ms=delay)
+        ok(send_message.sync_detailed(topic, client=client, body=msg), 201, SendResult)
+    (got,) = receive(client, topic, "g")
+    assert got.msg_id == "now"
+
+    page = ok(list_messages.sync_detailed(topic, client=client, limit=1), 200, MessagePage)
+    assert [m.msg_id for m in page.items] == ["soon"]  # due order
+    assert isinstance(page.next_cursor, str)
+    rest = list_messages.sync_detailed(topic, client=client, cursor=page.next_cursor)
+    assert [m.msg_id for m in ok(rest, 200, MessagePage).items] == ["late"]
+
+    seen: dict[str, Any] = {}
+    cursor: str | Unset = UNSET
+    while True:
+        topics = ok(list_topics.sync_detailed(client=client, cursor=cursor), 200, TopicPage)
+        seen |= {t.topic: (t.scheduled, t.delivered, t.cancelled) for t in topics.items}
+        if isinstance(topics.next_cursor, Unset):
+            break
+        cursor = topics.next_cursor
+    assert seen[topic] == (2, 1, 0)
+    (group,) = ok(list_groups.sync_detailed(topic, client=client), 200, GroupPage).items
+    assert (group.group, group.backlog, group.inflight, group.filter_) == ("g", 0, 1, "*")
+    assert isinstance(group.push, Unset)

@@ -24,6 +24,14 @@ def ack(client: httpx.Client, topic: str, group: str, *receipts: object) -> list
     return [x["status"] for x in r.json()["results"]]
 
 
+def wait_parked(client: httpx.Client, n: int, timeout_s: float = 10) -> None:
+    """Until ``n`` long polls wait on the server (its rocktimer_long_polls gauge)."""
+    deadline = time.monotonic() + timeout_s
+    while f"rocktimer_long_polls {float(n)}" not in client.get("/metrics").text:
+        assert time.monotonic() < deadline, f"{n} long polls never parked"
+        time.sleep(0.01)
+
+
 def test_receive_then_ack_is_never_seen_again(client: httpx.Client, topic: str) -> None:
     client.post(f"/v1/topics/{topic}/messages", json={"msg_id": "a", "body": "hello", "tag": "t1"})
     got = receive(client, topic, "g", invisible_ms=1000)
@@ -97,7 +105,7 @@ def test_waiting_receivers_share_a_message_once(
     threads = [threading.Thread(target=poll) for _ in range(4)]
     for t in threads:
         t.start()
-    time.sleep(0.3)
+    wait_parked(client, 4)
     client.post(f"/v1/topics/{topic}/messages", json={"msg_id": "only", "body": "x"})
     for t in threads:
         t.join()

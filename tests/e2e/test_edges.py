@@ -21,9 +21,8 @@ def raw_request(url: str, request: bytes) -> bytes:
     """Send bytes as they are (no client normalises the path) and read the whole reply."""
     parts = urlsplit(url)
     with socket.create_connection((parts.hostname, parts.port), timeout=20) as sock:
-        # The server may answer and close before reading it all.
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            sock.sendall(request)
+            sock.sendall(request)  # the server may answer and close before reading it all
         chunks = []
         while True:
             try:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import httpx
 import orjson
-import pytest
 
-from tests.e2e.server import ROOT, Server, free_port
+from bench.process import ROOT, free_port
+from tests.e2e.server import Server
 
 OPEN_POLLS = 2_000
 STOP_BOUND_S = 2.0  # issue 12: a stop with 2,000 polls open takes less than this
@@ -44,29 +44,13 @@ def start_failure(tmp_path: Path, **env: str) -> tuple[int, str]:
     return done.returncode, done.stderr.decode()
 
 
-@pytest.mark.parametrize(
-    ("env", "names"),
-    [
-        ({"ROCKTIMER_PORT": "abc"}, ["ROCKTIMER_PORT='abc'", "an integer from 0 to 65535"]),
-        ({"ROCKTIMER_PORT": "70000"}, ["ROCKTIMER_PORT='70000'", "an integer from 0 to 65535"]),
-        (
-            {"ROCKTIMER_API_KEYS": '{"k1": "producer", "k2": "root"}'},
-            ["ROCKTIMER_API_KEYS ('k2')", "'producer', 'consumer' or 'admin'"],
-        ),
-        ({"ROCKTIMER_API_KEYS": "k1=admin"}, ["ROCKTIMER_API_KEYS", "not valid JSON"]),
-        ({"ROCKTIMER_LOG_FORMAT": "xml"}, ["ROCKTIMER_LOG_FORMAT='xml'", "text | json"]),
-        ({"ROCKTIMER_ACCESS_LOG": "maybe"}, ["ROCKTIMER_ACCESS_LOG='maybe'", "true or false"]),
-    ],
-)
-def test_a_bad_setting_is_one_line_naming_the_variable(
-    tmp_path: Path, env: dict[str, str], names: list[str]
-) -> None:
-    code, err = start_failure(tmp_path, **env)
+def test_a_bad_setting_stops_the_process_with_one_line(tmp_path: Path) -> None:
+    code, err = start_failure(tmp_path, ROCKTIMER_PORT="abc")
     assert code == 2
-    assert len(err.strip().splitlines()) == 1, err
-    assert err.startswith("rocktimer: bad setting ")
-    for name in names:
-        assert name in err, err
+    assert err == (
+        "rocktimer: bad setting ROCKTIMER_PORT='abc': Input should be a valid integer, "
+        "unable to parse string as an integer; it accepts an integer from 0 to 65535\n"
+    )
     assert not (tmp_path / "data").exists()  # refused before touching anything
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bench.process import status_kib
 from tests.e2e.server import Server
 from tests.fuzz.conftest import assert_healthy, assert_problem
 
@@ -102,10 +103,7 @@ def assert_names_field(doc: dict[str, Any], field: str) -> None:
 
 
 def rss_mib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) // 1024
-    raise AssertionError(f"no VmRSS for pid {pid}")
+    return status_kib(pid, "VmRSS") // 1024
 
 
 class PeakRss:

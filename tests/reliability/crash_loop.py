@@ -87,7 +87,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import enum
 import random
 import re
 import shutil
@@ -95,84 +94,100 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, TextIO
+from typing import Any, TextIO
 
 import httpx
 
-from tests.e2e.server import Server, free_port
+from bench.process import free_port
+from tests.e2e.server import Server
+from tests.reliability.ledger import (
+    AUDIT,
+    Cancel,
+    Key,
+    Ledger,
+    Msg,
+    Violation,
+    group_path,
+    messages_path,
+    now_ms,
+)
+from tests.reliability.load import (
+    JOIN_S,
+    STORM_SIZE,
+    TOPICS,
+    WAIT_MS,
+    Phase,
+    Reply,
+    call,
+    cancel,
+    canceller,
+    consumer,
+    guarded,
+    http,
+    producer,
+    send_one,
+    stormer,
+)
 
-TOPICS = ("crash-a", "crash-b")
-AUDIT = "audit"  # receives and acks, nothing else: its reads are the topic log
 WORK = "work"  # acks, nacks or lets the invisibility run out
+
 FINAL_READER = "final-reader"  # created at the very end: reads every log from the start
+
 GROUP_SETTINGS: dict[str, Any] = {
     "retry": {"policy": "fixed", "interval_ms": 200},  # nacked messages come back fast
     "max_attempts": 64,
 }
 
 DEFAULT_CYCLES = 50
+
 LOAD_S = 3.0  # the longest load of one cycle; the kill lands at a random instant in it
+
 MIN_KILL_S = 0.3  # every worker is under way before a kill can land
-PAST_MS = 2_000  # deliver times from this far in the past (due at once) ...
-AHEAD_MS = 4_000  # ... to this far ahead: everything falls due within the run
-NEAR_DUE_MS = 400  # a cancel of a message this close to due races the scanner
 
 PRODUCERS = 3
-WORK_CONSUMERS = 2
-PRODUCER_OPS = 150  # per producer and cycle: bounds the load in count as well as in time
-CANCELLER_OPS = 80
-CONSUMER_OPS = 1_000  # receives per consumer and phase (each long-polls at most WAIT_MS)
-BATCH_MAX = 12
-SAME_BATCH_DUP = 0.15  # a batch carries one of its own msg_ids twice
-OLD_ID_IN_BATCH = 0.15  # a batch carries an msg_id acknowledged earlier
-PAUSE_S = (0.002, 0.02)  # between two ops of one worker
-CANCEL_PAUSE_S = (0.005, 0.03)
 
-RECEIVE_MAX = 64
-WAIT_MS = 200  # long polls short enough that a worker sees its stop flag soon
-AUDIT_INVISIBLE_MS = 1_000  # the API's minimum: a receive lost in a crash comes back fast
-WORK_INVISIBLE_MS = (1_000, 2_000)
-WORK_ACK = 0.60  # work consumers ack this share, nack the next ...
-WORK_NACK = 0.25  # ... and ignore the rest (the invisibility runs out)
+WORK_CONSUMERS = 2
 
 READY_LIMIT_S = 10.0  # restart to /readyz 200, or it is a violation
+
 DUE_GRACE_MS = 2_000  # a due message still "scheduled" this long after deliver_at is stuck
+
 AUDIT_DRAIN_S = 6.0  # > AUDIT_INVISIBLE_MS + a restart: what a lost receive held is back
+
 FINAL_DRAIN_S = 60.0
+
 QUIET_S = 3.0  # > the longest invisibility + retry interval: nothing more can come back
+
 FINAL_DUE_MARGIN_MS = 300
-HTTP_TIMEOUT_S = 10.0
-THROTTLE_RETRIES = 5  # 429s in a row before a send is left unanswered (sent again later)
-THROTTLE_PAUSE_S = 0.2
+
 STATUS_THREADS = 4  # parallel GETs in a check
+
 SPOT_CHECKS = 200  # settled messages checked again at every cycle
-JOIN_S = HTTP_TIMEOUT_S + 5
+
 FINAL_READ_PAGE = 1_000
+
 FINAL_READ_INVISIBLE_MS = 600_000  # the reader never acks; nothing may come back meanwhile
+
 LOG_MARKERS_SERVER = ("Traceback", " ERROR ", " CRITICAL ")
+
 SHOW_VIOLATIONS = 40
 
 SERVER_ENV = {
     "ROCKTIMER_API_KEYS": "{}",  # open service, whatever the caller's environment says
     "ROCKTIMER_SWEEP_INTERVAL_MS": "500",  # compact the delivered timer range under crashes
 }
+
 # Drawn again at every start: small chunks make many small scans and moves (point deletes),
 # the default lets a storm go as one move (one range delete): both paths meet the kill.
 SCAN_CHUNKS = (16, 64, 2_000)
-PUT_QUEUE_CHUNKS = (1, 4)
-STORM_CHANCE = 0.8  # a cycle has one storm: STORM_SIZE messages due in the same ms
-STORM_SIZE = 600  # > workers.messages.RANGE_DELETE_MIN: one move may take a range delete
-STORM_AHEAD_MS = (200, 1_500)
-STORM_CANCELS = 60  # storm messages cancelled from just before their due time on ...
-STORM_CANCELLERS = 6  # ... by this many connections at once
-STORM_CANCEL_LEAD_MS = 2
 
-Key = tuple[str, str]  # (topic, msg_id): a message's identity
+PUT_QUEUE_CHUNKS = (1, 4)
+
+STORM_CHANCE = 0.8  # a cycle has one storm: STORM_SIZE messages due in the same ms
 
 
 _RECOVERY_WALS = re.compile(r'"event": "recovery_started", "wal_files": \[([0-9, ]*)\]')
@@ -207,707 +222,6 @@ def store_open_problems(log: str) -> tuple[int, list[str]]:
             else:
                 problems.append(line.strip())
     return torn, problems
-
-
-def now_ms() -> int:
-    """Wall-clock ms, the server's clock too (same machine): deadlines compare directly."""
-    return time.time_ns() // 1_000_000
-
-
-def messages_path(topic: str, msg_id: str | None = None) -> str:
-    base = f"/v1/topics/{topic}/messages"
-    return base if msg_id is None else f"{base}/{msg_id}"
-
-
-def group_path(topic: str, group: str) -> str:
-    return f"/v1/topics/{topic}/groups/{group}"
-
-
-# --- the ledger -------------------------------------------------------------------------
-
-
-class Cancel(enum.Enum):
-    NONE = "none"
-    REQUESTED = "requested"  # DELETE sent, no reply yet
-    LOST = "lost"  # the reply was lost in a crash: sent again after the restart
-    OK = "ok"  # 200: never to be delivered
-    CONFLICT = "conflict"  # 409: it was delivered first
-
-
-@dataclass(eq=False)
-class Msg:
-    topic: str
-    msg_id: str
-    request: dict[str, Any]  # the send body, sent again as is after a lost reply
-    unanswered: bool = True  # no definitive reply to a send of it yet
-    accepted: bool = False  # a send of it was answered 201 or 200
-    creates: int = 0  # 201 replies
-    deliver_at_ms: int | None = None
-    created_at_ms: int | None = None
-    delivered: bool = False  # known delivered (status, a receive, a 409 on cancel)
-    timer_path: bool = False  # its 201 said scheduled: it enters its log in deliver_at order
-    cancel: Cancel = Cancel.NONE
-    settled: bool = False  # its final state was checked; the receive stream still watches it
-
-    @property
-    def key(self) -> Key:
-        return (self.topic, self.msg_id)
-
-    @property
-    def body(self) -> str:
-        return str(self.request["body"])
-
-
-class Violation(NamedTuple):
-    kind: str
-    topic: str
-    msg_id: str
-    detail: str
-
-
-class Held(NamedTuple):
-    """A received message, as its receipt is about to be acked or nacked."""
-
-    key: Key
-    receipt: str
-    attempt: int
-    sent_ms: int  # when the receive was sent: the server's deadline is at least this + ...
-    invisible_ms: int
-
-
-class Ledger:
-    """The client-side log: every message tried, every reply, every receive and ack.
-
-    Workers record here from many threads; every method takes the one lock.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
-        self.msgs: dict[Key, Msg] = {}
-        self.stats: Counter[str] = Counter()
-        self.violations: list[Violation] = []
-        self.errors: list[str] = []
-        self.seen: dict[tuple[str, Key], dict[str, int]] = {}  # receipt -> attempt
-        self.acked: dict[tuple[str, Key], tuple[str, int]] = {}  # confirmed (receipt, attempt)
-        self._accepted: list[Msg] = []
-        self._cancellable: list[Msg] = []
-        self._cancelled: list[Msg] = []
-        self._reported: set[tuple[str, str, str]] = set()
-
-    # --- bookkeeping ---------------------------------------------------------------------
-
-    def violate(self, kind: str, topic: str, msg_id: str, detail: str) -> None:
-        """Record a broken invariant, once per (kind, message): later checks see it again."""
-        with self.lock:
-            if msg_id != "-":
-                if (kind, topic, msg_id) in self._reported:
-                    return
-                self._reported.add((kind, topic, msg_id))
-            self.violations.append(Violation(kind, topic, msg_id, detail))
-
-    def _bad(self, kind: str, m: Msg, detail: str) -> None:
-        self.violate(kind, m.topic, m.msg_id, detail)
-
-    def error(self, text: str) -> None:
-        """A failure of the harness or of the run itself (not a broken invariant)."""
-        with self.lock:
-            self.errors.append(text)
-
-    def count(self, name: str, n: int = 1) -> None:
-        with self.lock:
-            self.stats[name] += n
-
-    def new(self, topic: str, msg_id: str, request: dict[str, Any]) -> Msg:
-        with self.lock:
-            m = Msg(topic, msg_id, request)
-            assert m.key not in self.msgs, f"msg_id {msg_id} planned twice"
-            self.msgs[m.key] = m
-            self.stats["messages"] += 1
-            return m
-
-    def prune(self, now: int) -> None:
-        """Forget cancel candidates already due (they only slow the picking down)."""
-        with self.lock:
-            self._cancellable = [
-                m
-                for m in self._cancellable
-                if m.cancel is Cancel.NONE and (m.deliver_at_ms or 0) > now
-            ]
-
-    # --- producers -----------------------------------------------------------------------
-
-    def on_send(self, m: Msg, status: int, reply: Any, text: str) -> None:
-        """A definitive reply to a send of ``m`` (single, or one item of a batch)."""
-        with self.lock:
-            self.stats["send_replies"] += 1
-            if status in (200, 201):
-                self._accepted_reply(m, status, reply)
-            elif status == 409:
-                if m.cancel is Cancel.NONE:
-                    self._bad(
-                        "conflict-uncancelled", m, f"send answered 409 but never cancelled: {text}"
-                    )
-                self.stats["resurrections_refused"] += 1
-                m.unanswered = False
-            else:
-                self._bad("send-status", m, f"send answered {status}: {text}")
-
-    def _accepted_reply(self, m: Msg, status: int, reply: Any) -> None:
-        deliver_at: int = reply["deliver_at_ms"]
-        created_at: int | None = reply.get("created_at_ms")
-        if m.accepted:
-            if status == 201:
-                self._bad("created-twice", m, "a second 201 for the same (topic, msg_id)")
-            else:
-                self.stats["duplicates_200"] += 1
-            if deliver_at != m.deliver_at_ms:
-                self._bad(
-                    "idempotency",
-                    m,
-                    f"resend answered deliver_at {deliver_at}, first reply {m.deliver_at_ms}",
-                )
-            if None not in (created_at, m.created_at_ms) and created_at != m.created_at_ms:
-                self._bad(
-                    "idempotency",
-                    m,
-                    f"resend answered created_at {created_at}, first reply {m.created_at_ms}",
-                )
-        else:
-            m.accepted = True
-            m.deliver_at_ms = deliver_at
-            self._accepted.append(m)
-            self.stats["acknowledged"] += 1
-            if reply["state"] == "scheduled":
-                self._cancellable.append(m)
-        if m.created_at_ms is None:
-            m.created_at_ms = created_at
-        if status == 201:
-            m.creates += 1
-            m.timer_path = reply["state"] == "scheduled"
-        if reply["state"] == "delivered":
-            m.delivered = True
-        elif reply["state"] != "scheduled":
-            self._bad("send-state", m, f"send answered state {reply['state']!r}")
-        m.unanswered = False
-
-    def on_send_lost(self, m: Msg) -> None:
-        with self.lock:
-            if m.accepted:
-                self.stats["resend_replies_lost"] += 1
-            else:
-                m.unanswered = True
-
-    def pick_accepted(self, rng: random.Random) -> Msg | None:
-        """An acknowledged message not being cancelled: to be sent again (must answer 200)."""
-        with self.lock:
-            for _ in range(10):
-                if not self._accepted:
-                    return None
-                m = rng.choice(self._accepted)
-                if m.cancel is Cancel.NONE:
-                    return m
-            return None
-
-    def pick_cancelled(self, rng: random.Random) -> Msg | None:
-        """A message whose cancel got 200: to be sent again (must answer 409)."""
-        with self.lock:
-            return rng.choice(self._cancelled) if self._cancelled else None
-
-    def pick_cancel(self, rng: random.Random, near: bool) -> Msg | None:
-        """A scheduled message to cancel (``near``: one about to fall due); marks it."""
-        with self.lock:
-            now = now_ms()
-            for _ in range(30):
-                if not self._cancellable:
-                    return None
-                m = rng.choice(self._cancellable)
-                due = m.deliver_at_ms or 0
-                if m.cancel is not Cancel.NONE or due <= now:
-                    continue
-                if near and due > now + NEAR_DUE_MS:
-                    continue
-                m.cancel = Cancel.REQUESTED
-                self.stats["cancels_sent"] += 1
-                return m
-            return None
-
-    def claim_cancel(self, m: Msg) -> bool:
-        """Mark an acknowledged, still scheduled ``m`` as being cancelled (False: it is not)."""
-        with self.lock:
-            if not m.accepted or m.delivered or m.cancel is not Cancel.NONE:
-                return False
-            m.cancel = Cancel.REQUESTED
-            self.stats["cancels_sent"] += 1
-            return True
-
-    def on_cancel(self, m: Msg, status: int, reply: Any, text: str) -> None:
-        with self.lock:
-            if status == 200:
-                m.cancel = Cancel.OK
-                self._cancelled.append(m)
-                self.stats["cancelled"] += 1
-                if reply.get("state") != "cancelled":
-                    self._bad("cancel-reply", m, f"cancel 200 with body {text}")
-                groups = [g for (g, key) in self.seen if key == m.key]
-                if m.delivered or groups:
-                    self._bad(
-                        "cancelled-but-delivered",
-                        m,
-                        f"cancel answered 200 but the message was delivered (seen by {groups})",
-                    )
-            elif status == 409:
-                m.cancel = Cancel.CONFLICT
-                m.delivered = True
-                self.stats["cancel_conflicts"] += 1
-            elif status == 404:
-                self._bad("lost", m, "cancel of an acknowledged message answered 404")
-            else:
-                self._bad("cancel-status", m, f"cancel answered {status}: {text}")
-
-    def on_cancel_lost(self, m: Msg) -> None:
-        with self.lock:
-            m.cancel = Cancel.LOST
-            self.stats["cancel_replies_lost"] += 1
-
-    # --- consumers -----------------------------------------------------------------------
-
-    def on_received(
-        self, group: str, topic: str, items: Sequence[Any], sent_ms: int, invisible_ms: int
-    ) -> list[Held]:
-        held: list[Held] = []
-        with self.lock:
-            for item in items:
-                msg_id: str = item["msg_id"]
-                attempt: int = item["attempt"]
-                receipt: str = item["receipt"]
-                key = (topic, msg_id)
-                self.stats[f"{group}_receives"] += 1
-                if attempt > 1:
-                    self.stats[f"{group}_redeliveries"] += 1
-                self._check_received(group, key, item)
-                gk = (group, key)
-                acked = self.acked.get(gk)
-                if acked is not None and (
-                    attempt > acked[1] or (attempt == acked[1] and receipt != acked[0])
-                ):
-                    self.violate(
-                        "received-after-ack",
-                        topic,
-                        msg_id,
-                        f"group {group} received attempt {attempt} after its ack of attempt "
-                        f"{acked[1]} was confirmed",
-                    )
-                seen = self.seen.setdefault(gk, {})
-                if receipt not in seen and attempt in seen.values():
-                    repeat = "repeat_first" if attempt == 1 else "repeat_attempt"
-                    self.stats[f"{group}_{repeat}"] += 1
-                seen[receipt] = attempt
-                held.append(Held(key, receipt, attempt, sent_ms, invisible_ms))
-        return held
-
-    def _check_received(self, group: str, key: Key, item: Any) -> None:
-        m = self.msgs.get(key)
-        if m is None:
-            self.violate("never-sent", *key, f"group {group} received a message never sent")
-            return
-        if item["body"] != m.body:
-            self._bad("body", m, f"group {group} received body {item['body']!r}")
-        if m.deliver_at_ms is not None and item["deliver_at_ms"] != m.deliver_at_ms:
-            self._bad("deliver-at", m, f"received deliver_at {item['deliver_at_ms']}")
-        if item["delivered_at_ms"] < item["deliver_at_ms"]:
-            self._bad("early", m, f"delivered at {item['delivered_at_ms']}, due later")
-        if m.cancel is Cancel.OK:
-            self._bad("cancelled-but-delivered", m, f"cancel got 200, group {group} received it")
-        m.delivered = True
-
-    def on_settled(
-        self,
-        group: str,
-        op: str,
-        held: Sequence[Held],
-        results: Sequence[Any],
-        reply_ms: int,
-    ) -> None:
-        """The per-receipt results of an ack or a nack."""
-        with self.lock:
-            if len(results) != len(held):
-                self.violate(f"{op}-results", *held[0].key, f"{len(results)} for {len(held)}")
-                return
-            for h, res in zip(held, results, strict=True):
-                status = res["status"]
-                if res["receipt"] != h.receipt:
-                    self.violate(f"{op}-results", *h.key, "results out of order")
-                elif status in ("acked", "nacked"):
-                    self.stats[f"{group}_{status}"] += 1
-                    if status == "acked":
-                        self._confirm_ack(group, h)
-                elif status == "expired":
-                    self.stats[f"{group}_{op}_expired"] += 1
-                    if reply_ms < h.sent_ms + h.invisible_ms:
-                        self.violate(
-                            "expired-early",
-                            *h.key,
-                            f"{group} {op} answered expired {h.sent_ms + h.invisible_ms - reply_ms}"
-                            " ms before the invisibility could have run out",
-                        )
-                else:
-                    self.violate(f"{op}-{status}", *h.key, f"{group}: a fresh receipt is {status}")
-
-    def _confirm_ack(self, group: str, h: Held) -> None:
-        gk = (group, h.key)
-        prev = self.acked.get(gk)
-        if prev is None:
-            self.acked[gk] = (h.receipt, h.attempt)
-        elif prev[0] != h.receipt:
-            self.violate(
-                "acked-twice",
-                *h.key,
-                f"group {group} acked attempts {prev[1]} and {h.attempt} under two receipts",
-            )
-
-    # --- checks --------------------------------------------------------------------------
-
-    def unanswered(self) -> list[Msg]:
-        with self.lock:
-            return [m for m in self.msgs.values() if m.unanswered]
-
-    def lost_cancels(self) -> list[Msg]:
-        with self.lock:
-            return [m for m in self.msgs.values() if m.cancel is Cancel.LOST]
-
-    def to_check(self, everything: bool) -> list[Msg]:
-        with self.lock:
-            return [m for m in self._accepted if everything or not m.settled]
-
-    def settled_sample(self, rng: random.Random, n: int) -> list[Msg]:
-        with self.lock:
-            settled = [m for m in self._accepted if m.settled]
-            return rng.sample(settled, min(n, len(settled)))
-
-    def all_messages(self) -> list[Msg]:
-        with self.lock:
-            return list(self.msgs.values())
-
-    def audit_missing(self, msgs: Iterable[Msg]) -> list[Msg]:
-        with self.lock:
-            return [m for m in msgs if (AUDIT, m.key) not in self.seen]
-
-    def is_acked(self, group: str, m: Msg) -> bool:
-        with self.lock:
-            return (group, m.key) in self.acked
-
-    def receives(self) -> int:
-        with self.lock:
-            return sum(v for k, v in self.stats.items() if k.endswith("_receives"))
-
-    def check_status(self, m: Msg, status: int, view: Any, text: str) -> str | None:
-        """Check one GET of a message's status against what we know; returns its state."""
-        with self.lock:
-            if status == 404:
-                self._bad("lost", m, "acknowledged send unknown to the server (GET 404)")
-                return None
-            if status != 200:
-                self._bad("status-code", m, f"GET answered {status}: {text}")
-                return None
-            state: str = view["state"]
-            if view["deliver_at_ms"] != m.deliver_at_ms:
-                self._bad("deliver-at", m, f"GET deliver_at {view['deliver_at_ms']}")
-            if m.created_at_ms is not None and view["created_at_ms"] != m.created_at_ms:
-                self._bad("created-at", m, f"GET created_at {view['created_at_ms']}")
-            if state == "cancelled":
-                if m.cancel is not Cancel.OK:
-                    self._bad(
-                        "cancelled-unasked", m, f"state cancelled, our cancel: {m.cancel.value}"
-                    )
-                return state
-            if m.cancel is Cancel.OK:
-                self._bad("cancel-undone", m, f"cancel answered 200, state now {state}")
-            if state == "scheduled":
-                if m.delivered:
-                    self._bad("state-backwards", m, "delivered before, scheduled now")
-            elif state == "delivered":
-                m.delivered = True
-                if view.get("delivered_at_ms", 0) < (m.deliver_at_ms or 0):
-                    self._bad("early", m, f"delivered at {view.get('delivered_at_ms')}")
-            else:
-                self._bad("state", m, f"unknown state {state!r}")
-            return state
-
-    def settle(self, msgs: Iterable[Msg]) -> None:
-        with self.lock:
-            for m in msgs:
-                m.settled = True
-
-
-# --- HTTP ---------------------------------------------------------------------------------
-
-
-class Reply(NamedTuple):
-    status: int
-    body: Any
-    text: str
-
-
-def call(client: httpx.Client, method: str, url: str, body: Any = None) -> Reply | None:
-    """One request; None when the connection failed or died (the outcome is unknown)."""
-    try:
-        r = client.request(method, url, json=body)
-    except httpx.TransportError:
-        return None
-    try:
-        parsed = r.json()
-    except ValueError:
-        parsed = None
-    return Reply(r.status_code, parsed, r.text[:300])
-
-
-def http(url: str) -> httpx.Client:
-    return httpx.Client(base_url=url, timeout=HTTP_TIMEOUT_S)
-
-
-# --- the workers --------------------------------------------------------------------------
-
-
-@dataclass
-class Phase:
-    """What the workers of one phase share: where, what to record, when to stop."""
-
-    url: str
-    ledger: Ledger
-    cycle: int
-    deadline: float  # time.monotonic()
-    drain: bool = False  # consumers ack everything (checks and the final drain)
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def done(self) -> bool:
-        return self.stop.is_set() or time.monotonic() >= self.deadline
-
-
-def plan_message(phase: Phase, rng: random.Random, name: str, topic: str) -> Msg:
-    """A new message: a deliver time from the past to a few seconds ahead."""
-    msg_id = f"c{phase.cycle:03d}.{name}"
-    request: dict[str, Any] = {"msg_id": msg_id, "body": f"{topic}/{msg_id}"}
-    roll, now = rng.random(), now_ms()
-    if roll < 0.15:
-        pass  # no time: due now
-    elif roll < 0.30:
-        request["deliver_at_ms"] = now - rng.randrange(1, PAST_MS)
-    elif roll < 0.50:
-        request["delay_ms"] = rng.randrange(0, AHEAD_MS)
-    else:
-        request["deliver_at_ms"] = now + rng.randrange(1, AHEAD_MS)
-    if rng.random() < 0.2:
-        request["tag"] = "crash"
-        request["properties"] = {"cycle": str(phase.cycle)}
-    return phase.ledger.new(topic, msg_id, request)
-
-
-def send_one(client: httpx.Client, ledger: Ledger, m: Msg) -> int | None:
-    """Send ``m`` (retrying 429s); returns the status, None when the reply was lost."""
-    for _ in range(THROTTLE_RETRIES):
-        r = call(client, "POST", messages_path(m.topic), m.request)
-        if r is None:
-            ledger.on_send_lost(m)
-            return None
-        if r.status == 429:
-            ledger.count("throttled")
-            time.sleep(THROTTLE_PAUSE_S)
-            continue
-        ledger.on_send(m, r.status, r.body, r.text)
-        return r.status
-    ledger.on_send_lost(m)  # not accepted: the recovery sends it again
-    return None
-
-
-def send_batch(client: httpx.Client, phase: Phase, rng: random.Random, name: str) -> None:
-    ledger = phase.ledger
-    topic = rng.choice(TOPICS)
-    items = [
-        plan_message(phase, rng, f"{name}.{i:02d}", topic) for i in range(rng.randint(2, BATCH_MAX))
-    ]
-    if rng.random() < SAME_BATCH_DUP:
-        items.append(rng.choice(items))  # one msg_id twice in one batch: 201 then 200
-    old = ledger.pick_accepted(rng) if rng.random() < OLD_ID_IN_BATCH else None
-    if old is not None and old.topic == topic:
-        items.insert(rng.randrange(len(items) + 1), old)
-    send_items(client, ledger, topic, items)
-
-
-def send_items(client: httpx.Client, ledger: Ledger, topic: str, items: Sequence[Msg]) -> None:
-    """One batch send (retrying 429s); every item's reply is recorded, or its loss."""
-    body = {"messages": [m.request for m in items]}
-    for _ in range(THROTTLE_RETRIES):
-        r = call(client, "POST", f"{messages_path(topic)}/batch", body)
-        if r is None:
-            break
-        if r.status == 429:
-            ledger.count("throttled")
-            time.sleep(THROTTLE_PAUSE_S)
-            continue
-        ledger.count("batches")
-        if r.status != 200:
-            ledger.violate("batch-status", topic, items[0].msg_id, f"{r.status}: {r.text}")
-            return
-        for m, res in zip(items, r.body["results"], strict=True):
-            ledger.on_send(m, res["status"], res, str(res.get("error", "")))
-        return
-    for m in items:
-        ledger.on_send_lost(m)
-
-
-def stormer(phase: Phase, rng: random.Random, at_s: float) -> None:
-    """One batch of STORM_SIZE messages, every one due at the same millisecond."""
-    ledger = phase.ledger
-    until = time.monotonic() + at_s
-    while not phase.done() and time.monotonic() < until:
-        time.sleep(0.01)
-    if phase.done():
-        return
-    topic = rng.choice(TOPICS)
-    due = now_ms() + rng.randint(*STORM_AHEAD_MS)
-    items = [
-        ledger.new(
-            topic, msg_id, {"msg_id": msg_id, "body": f"{topic}/{msg_id}", "deliver_at_ms": due}
-        )
-        for msg_id in (f"c{phase.cycle:03d}.storm.{i:04d}" for i in range(STORM_SIZE))
-    ]
-    ledger.count("storms")
-    with http(phase.url) as c:
-        send_items(c, ledger, topic, items)
-    # Cancel some as the storm falls due, from several connections at once so that group
-    # commits carry several cancels: the ones committed after the scanner took their keys
-    # and before the deliverer moved them are the race of architecture.md's invariant 4
-    # (each 200 must still mean never delivered).
-    targets = rng.sample(items, STORM_CANCELS)
-    cancellers = [
-        threading.Thread(
-            target=storm_canceller, args=(phase, targets[i::STORM_CANCELLERS], due), daemon=True
-        )
-        for i in range(STORM_CANCELLERS)
-    ]
-    for t in cancellers:
-        t.start()
-    for t in cancellers:
-        t.join(JOIN_S)
-
-
-def storm_canceller(phase: Phase, targets: Sequence[Msg], due: int) -> None:
-    """Cancel ``targets`` one after the other from just before ``due`` on."""
-    ledger = phase.ledger
-    with http(phase.url) as c:
-        until = time.monotonic() + max(0.0, (due - STORM_CANCEL_LEAD_MS - now_ms()) / 1000)
-        while not phase.done() and time.monotonic() < until:
-            time.sleep(0.001)
-        for m in targets:
-            if phase.done():
-                return
-            if ledger.claim_cancel(m):
-                cancel(c, ledger, m)
-
-
-def producer(phase: Phase, rng: random.Random, name: str) -> None:
-    ledger = phase.ledger
-    with http(phase.url) as c:
-        for n in range(PRODUCER_OPS):
-            if phase.done():
-                return
-            roll = rng.random()
-            op = f"{name}.{n:04d}"
-            if roll < 0.45:
-                send_one(c, ledger, plan_message(phase, rng, op, rng.choice(TOPICS)))
-            elif roll < 0.80:
-                send_batch(c, phase, rng, op)
-            elif roll < 0.93:
-                again = ledger.pick_accepted(rng)  # must answer 200 with the first record
-                if again is not None:
-                    send_one(c, ledger, again)
-            else:
-                dead = ledger.pick_cancelled(rng)  # must answer 409
-                if dead is not None:
-                    send_one(c, ledger, dead)
-            time.sleep(rng.uniform(*PAUSE_S))
-
-
-def cancel(client: httpx.Client, ledger: Ledger, m: Msg) -> None:
-    r = call(client, "DELETE", messages_path(m.topic, m.msg_id))
-    if r is None:
-        ledger.on_cancel_lost(m)
-    else:
-        ledger.on_cancel(m, r.status, r.body or {}, r.text)
-
-
-def canceller(phase: Phase, rng: random.Random) -> None:
-    with http(phase.url) as c:
-        for _ in range(CANCELLER_OPS):
-            if phase.done():
-                return
-            m = phase.ledger.pick_cancel(rng, near=rng.random() < 0.5)
-            if m is not None:
-                cancel(c, phase.ledger, m)
-            time.sleep(rng.uniform(*CANCEL_PAUSE_S))
-
-
-def settle(
-    client: httpx.Client, ledger: Ledger, group: str, topic: str, op: str, held: list[Held]
-) -> None:
-    """Ack or nack ``held``; a lost reply leaves the outcome unknown (nothing recorded)."""
-    r = call(
-        client, "POST", f"{group_path(topic, group)}/{op}", {"receipts": [h.receipt for h in held]}
-    )
-    if r is None:
-        return
-    if r.status != 200:
-        ledger.violate(f"{op}-status", topic, held[0].key[1], f"{r.status}: {r.text}")
-        return
-    ledger.on_settled(group, op, held, r.body["results"], now_ms())
-
-
-def consumer(phase: Phase, rng: random.Random, group: str) -> None:
-    ledger = phase.ledger
-    with http(phase.url) as c:
-        for n in range(CONSUMER_OPS):
-            if phase.done():
-                return
-            topic = TOPICS[n % len(TOPICS)]
-            invisible = AUDIT_INVISIBLE_MS if group == AUDIT else rng.randint(*WORK_INVISIBLE_MS)
-            body = {"max_messages": RECEIVE_MAX, "wait_ms": WAIT_MS, "invisible_ms": invisible}
-            sent = now_ms()
-            r = call(c, "POST", f"{group_path(topic, group)}/receive", body)
-            if r is None or r.status != 200:
-                if r is not None:
-                    ledger.violate("receive-status", topic, "-", f"{r.status}: {r.text}")
-                time.sleep(0.05)
-                continue
-            held = ledger.on_received(group, topic, r.body["messages"], sent, invisible)
-            acks, nacks = held, list[Held]()
-            if group != AUDIT and not phase.drain:
-                acks, nacks = [], []
-                for h in held:
-                    roll = rng.random()
-                    if roll < WORK_ACK:
-                        acks.append(h)
-                    elif roll < WORK_ACK + WORK_NACK:
-                        nacks.append(h)
-                    else:
-                        ledger.count(f"{group}_ignored")
-            if acks:
-                settle(c, ledger, group, topic, "ack", acks)
-            if nacks:
-                settle(c, ledger, group, topic, "nack", nacks)
-
-
-def guarded(ledger: Ledger, fn: Callable[..., None], *args: Any) -> threading.Thread:
-    """A started worker thread whose crash is recorded as a run error, never lost."""
-
-    def body() -> None:
-        try:
-            fn(*args)
-        except BaseException:
-            ledger.error(f"worker {fn.__name__} crashed:\n{traceback.format_exc()}")
-
-    thread = threading.Thread(target=body, name=f"crash-{fn.__name__}", daemon=True)
-    thread.start()
-    return thread
 
 
 # --- the loop -----------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.reliability import crash_loop
+from tests.reliability.ledger import AUDIT, Ledger, Msg
 
 CI_CYCLES = 5
 
@@ -48,8 +49,8 @@ def test_nothing_acknowledged_is_lost_across_sigkills(tmp_path: Path) -> None:
 # --- the ledger's rules, on made-up replies (no server): each check can fail -------------
 
 
-def _ledger_with(msg_id: str = "m1") -> tuple[crash_loop.Ledger, crash_loop.Msg]:
-    ledger = crash_loop.Ledger()
+def _ledger_with(msg_id: str = "m1") -> tuple[Ledger, Msg]:
+    ledger = Ledger()
     m = ledger.new("t", msg_id, {"msg_id": msg_id, "body": f"t/{msg_id}", "deliver_at_ms": 5})
     ledger.on_send(m, 201, {"state": "scheduled", "deliver_at_ms": 5, "created_at_ms": 1}, "")
     return ledger, m
@@ -66,7 +67,7 @@ def _item(msg_id: str, attempt: int, receipt: str) -> dict[str, object]:
     }
 
 
-def _kinds(ledger: crash_loop.Ledger) -> list[str]:
+def _kinds(ledger: Ledger) -> list[str]:
     return [v.kind for v in ledger.violations]
 
 
@@ -83,7 +84,7 @@ def test_ledger_sends_idempotent_or_violating() -> None:
 def test_ledger_cancelled_message_is_never_received_in_either_order() -> None:
     ledger, m = _ledger_with()
     ledger.on_cancel(m, 200, {"state": "cancelled"}, "")
-    ledger.on_received(crash_loop.AUDIT, "t", [_item("m1", 1, "r1")], 0, 1_000)
+    ledger.on_received(AUDIT, "t", [_item("m1", 1, "r1")], 0, 1_000)
     assert _kinds(ledger) == ["cancelled-but-delivered"]
     ledger, m = _ledger_with()
     ledger.on_received(crash_loop.WORK, "t", [_item("m1", 1, "r1")], 0, 1_000)
@@ -93,12 +94,12 @@ def test_ledger_cancelled_message_is_never_received_in_either_order() -> None:
 
 def test_ledger_redelivery_is_legal_until_an_ack_is_confirmed() -> None:
     ledger, _ = _ledger_with()
-    first = ledger.on_received(crash_loop.AUDIT, "t", [_item("m1", 1, "r1")], 0, 1_000)
-    ledger.on_received(crash_loop.AUDIT, "t", [_item("m1", 1, "r2")], 0, 1_000)
+    first = ledger.on_received(AUDIT, "t", [_item("m1", 1, "r1")], 0, 1_000)
+    ledger.on_received(AUDIT, "t", [_item("m1", 1, "r2")], 0, 1_000)
     assert _kinds(ledger) == []
     assert ledger.stats["audit_repeat_first"] == 1
-    ledger.on_settled(crash_loop.AUDIT, "ack", first, [{"receipt": "r1", "status": "acked"}], 10)
-    ledger.on_received(crash_loop.AUDIT, "t", [_item("m1", 2, "r3")], 0, 1_000)
+    ledger.on_settled(AUDIT, "ack", first, [{"receipt": "r1", "status": "acked"}], 10)
+    ledger.on_received(AUDIT, "t", [_item("m1", 2, "r3")], 0, 1_000)
     assert _kinds(ledger) == ["received-after-ack"]
 
 
@@ -115,7 +116,7 @@ def test_ledger_expired_only_after_the_invisibility() -> None:
 
 def test_ledger_nothing_unsent_appears() -> None:
     ledger, _ = _ledger_with()
-    ledger.on_received(crash_loop.AUDIT, "t", [_item("ghost", 1, "r1")], 0, 1_000)
+    ledger.on_received(AUDIT, "t", [_item("ghost", 1, "r1")], 0, 1_000)
     assert _kinds(ledger) == ["never-sent"]
 
 

@@ -86,7 +86,8 @@ def test_a_storm_due_at_once_is_bounded_and_delivered_exactly_once(
 ) -> None:
     chunk, chunks = 500, 2
     engine = make_engine(scan_chunk=chunk, put_queue_chunks=chunks)
-    put_queue = RecordingQueue(maxsize=chunks)
+    # The engine's own bound, not one of the test's: the setting must reach the queue.
+    put_queue = RecordingQueue(maxsize=engine.put_queue.maxsize)
     use_queue(engine, put_queue)
     engine.start()
     n = 20_000
@@ -98,8 +99,8 @@ def test_a_storm_due_at_once_is_bounded_and_delivered_exactly_once(
     assert engine.writer.pending_timers == 0
     assert timer_keys(engine.store) == []
     assert engine.scanner.held_max <= chunk
-    assert put_queue.max_chunks <= chunks
-    assert put_queue.max_keys <= chunk * chunks
+    assert put_queue.maxsize == chunks
+    assert put_queue.max_keys <= chunk * chunks  # no scanned chunk is over scan_chunk
     assert engine.deliverer.batches < n // chunk  # moves were batched, not one per timer
     for t in range(2):
         ids = [e.msg_id for e in topic_log(engine.store, f"t{t}")]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.workers.support import record, run, wait_until
+from workers.clock import FakeClock
 from workers.consume import Received
 from workers.notify import LongPolls, Parked
 from workers.runner import Engine
@@ -34,9 +35,14 @@ def test_parked_receive_gets_the_message_delivered_while_it_waits(engine: Engine
     assert engine.writer.follow_ups_run >= 1  # served on the writer thread, not re-polled
 
 
-def test_a_poll_that_times_out_leaves_nothing_parked_and_holds_nothing(engine: Engine) -> None:
+def test_a_poll_that_times_out_leaves_nothing_parked_and_holds_nothing(
+    engine: Engine, clock: FakeClock
+) -> None:
     async def scenario() -> tuple[list[Received], list[Received]]:
-        empty = await _long_poll(engine, 50)
+        poll = asyncio.create_task(_long_poll(engine, 50))
+        await asyncio.to_thread(wait_until, lambda: engine.long_polls.waiting == 1)
+        clock.advance(50)  # the deadline is on the engine's clock
+        empty = await poll
         await _deliver(engine, "later")
         return empty, await _long_poll(engine, 0)
 
@@ -61,12 +67,15 @@ def test_a_receiver_that_went_away_holds_nothing(engine: Engine) -> None:
 
 
 def test_two_parked_receivers_share_a_message_once_and_the_other_waits_on(
-    engine: Engine,
+    engine: Engine, clock: FakeClock
 ) -> None:
     async def scenario() -> list[list[Received]]:
         polls = [asyncio.create_task(_long_poll(engine, 1_000)) for _ in range(2)]
         await asyncio.to_thread(wait_until, lambda: engine.long_polls.waiting == 2)
         await _deliver(engine, "one")
+        await asyncio.to_thread(wait_until, lambda: sum(p.done() for p in polls) == 1)
+        assert engine.long_polls.waiting == 1  # the other waits on, until its deadline
+        clock.advance(1_000)
         return list(await asyncio.gather(*polls))
 
     results = run(scenario())
@@ -93,3 +102,15 @@ def test_long_polls_claim_or_cancel_exactly_once() -> None:
         assert polls.claim(["t"]) == []
     finally:
         loop.close()
+
+
+def test_a_long_poll_ends_on_the_engines_clock_not_before(engine: Engine, clock: FakeClock) -> None:
+    async def scenario() -> list[Received]:
+        poll = asyncio.create_task(_long_poll(engine, 100))
+        await asyncio.sleep(0.3)  # three times the wait in real time: still waiting
+        assert not poll.done()
+        clock.advance(100)
+        return await poll
+
+    assert run(scenario()) == []
+    assert engine.long_polls.waiting == 0
