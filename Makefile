@@ -16,6 +16,10 @@ $(VENV)/.run-stamp: pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 $(VENV)/.test-stamp: pyproject.toml | $(VENV)/bin/python
+	@# PySpark (the pipeline tests) needs a Java 17 runtime; installed only when missing.
+	@command -v java >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		apt-get update -q && apt-get install -y -q openjdk-17-jre-headless; } || \
+		echo "warning: no java: install a Java 17 runtime for the pipeline tests (PySpark)"
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@ $(VENV)/.run-stamp
 
