@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -585,6 +586,37 @@ def serve(
     from app.__main__ import main as run_service
 
     run_service()
+
+
+# --- the Spark jobs (pipeline/, `pip install -e '.[pipeline]'`) ----------------------------
+
+PIPELINE_JOBS = {
+    "load": ("bulk_load", "Load a file or directory of rows through the batch API (Spark)."),
+    "report": ("report", "Lateness and outcome report from the event log (Spark)."),
+    "audit": ("audit", "Check the event log against itself and a bulk_load input (Spark)."),
+}
+
+
+def _pipeline_job(module: str) -> Callable[[typer.Context], None]:
+    def job(ctx: typer.Context) -> None:
+        # The job reads --url / --api-key from these, so `rocktimer --url X load` reaches X.
+        context: Context = ctx.find_root().obj
+        env = {**os.environ, "ROCKTIMER_URL": context.url}
+        if context.api_key:
+            env["ROCKTIMER_API_KEY"] = context.api_key
+        argv = [sys.executable, "-m", f"pipeline.{module}", *ctx.args]
+        raise typer.Exit(subprocess.run(argv, env=env, check=False).returncode)
+
+    return job
+
+
+for _name, (_module, _help) in PIPELINE_JOBS.items():
+    app.command(
+        _name,
+        help=f"{_help} Arguments go to python -m pipeline.{_module} (see its --help).",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        add_help_option=False,
+    )(_pipeline_job(_module))
 
 
 def main(argv: list[str] | None = None) -> int:

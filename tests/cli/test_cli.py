@@ -241,3 +241,21 @@ def test_topics_and_groups(run: Run, topic: str) -> None:
     out, _ = run("groups", topic)
     assert out.split()[6:9] == ["g1", "0", "1"]
     assert run("groups", "t-none")[0] == "no groups yet\n"
+
+
+def test_pipeline_jobs_get_the_arguments_and_the_url(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """load / report / audit run python -m pipeline.<job> with the arguments as given and
+    the CLI's --url; the job's exit code is the command's (the Spark runs: tests/pipeline)."""
+    url = f"http://127.0.0.1:{free_port()}"
+    rows = tmp_path / "rows.csv"
+    rows.write_text("body\nx\n")
+    args = ["--input", str(rows), "--format", "csv", "--rejects", str(tmp_path / "rejects")]
+    assert main(["--url", url, "load", *args]) == 2
+    assert (
+        capfd.readouterr().err
+        == f"error: cannot reach the service at {url}: [Errno 111] Connection refused\n"
+    )
+    assert main(["audit", "--help"]) == 0
+    assert capfd.readouterr().out.startswith("usage: python -m pipeline.audit")
