@@ -24,7 +24,13 @@ from rocktimer_client.api.consumer import (
     list_topics,
     receive_messages,
 )
-from rocktimer_client.api.producer import cancel_message, get_message, send_message, send_messages
+from rocktimer_client.api.producer import (
+    cancel_message,
+    get_message,
+    reschedule_message,
+    send_message,
+    send_messages,
+)
 from rocktimer_client.models import (
     AckRequest,
     ExponentialPolicy,
@@ -32,6 +38,7 @@ from rocktimer_client.models import (
     GroupSettings,
     LevelsPolicy,
     ReceiveRequest,
+    RescheduleMessage,
     SendBatch,
     SendMessage,
     SendMessagePropertiesType0,
@@ -300,6 +307,30 @@ def cancel(ctx: typer.Context, topic: Topic, msg_id: MsgId, as_json: Json = Fals
         out.json(done.to_dict())
     else:
         out.say(f"cancelled: {escape(topic)}/{escape(msg_id)}")
+
+
+@app.command()
+def reschedule(
+    ctx: typer.Context,
+    topic: Topic,
+    msg_id: MsgId,
+    delay: Delay = None,
+    at: At = None,
+    level: Level = None,
+    as_json: Json = False,
+) -> None:
+    """Move a scheduled message to another time (exit 1 if delivered or cancelled)."""
+    when_given = _deliver_time(delay, at, level)
+    if not when_given:
+        raise typer.BadParameter("give one", param_hint="--delay, --at, --level")
+    body = RescheduleMessage(**when_given)
+    done = _api(ctx).call(reschedule_message.sync_detailed, topic, msg_id, body=body)
+    out = Out(as_json)
+    if as_json:
+        out.json(done.to_dict())
+    else:
+        at_text = when(done.deliver_at_ms, now_ms())
+        out.say(f"rescheduled: {escape(topic)}/{escape(msg_id)} for {at_text}")
 
 
 # --- consumer ------------------------------------------------------------------------------

@@ -259,3 +259,16 @@ def test_pipeline_jobs_get_the_arguments_and_the_url(
     )
     assert main(["audit", "--help"]) == 0
     assert capfd.readouterr().out.startswith("usage: python -m pipeline.audit")
+
+
+def test_reschedule(run: Run, topic: str) -> None:
+    run("send", topic, "later", "--id", "r1", "--delay", "1h")
+    (moved,) = run.json("reschedule", topic, "r1", "--delay", "2h")
+    assert run.json("status", topic, "r1")[0]["deliver_at_ms"] == moved["deliver_at_ms"]
+    out, _ = run("reschedule", topic, "r1", "--at", "2030-01-31T09:00:00Z")
+    assert out.startswith(f"rescheduled: {topic}/r1 for 2030-01-31 09:00:00 UTC (in ")
+    _, err = run("reschedule", topic, "r1", code=Exit.USAGE)
+    assert "give one" in err
+    run("cancel", topic, "r1")
+    _, err = run("reschedule", topic, "r1", "--delay", "1s", code=Exit.REFUSED)
+    assert err.startswith("rocktimer: 409 Conflict")
