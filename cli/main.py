@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
+import attrs
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -405,22 +406,21 @@ def settings(
     multiplier: Annotated[float | None, typer.Option(help="exponential: growth.")] = None,
     max_wait: Annotated[str | None, typer.Option(help="exponential: longest wait.")] = None,
     interval: Annotated[str | None, typer.Option(help="fixed: the wait.")] = None,
+    tag_filter: Annotated[
+        str | None, typer.Option("--filter", help='Tags the group receives: "*" or "A || B".')
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Show a group's settings on a topic; with options, change them (the rest is kept)."""
     api = _api(ctx)
     current = api.call(get_group_settings.sync_detailed, topic, group)
-    policy_options = {"initial": initial, "multiplier": multiplier, "max_wait": max_wait}
-    if (
-        max_attempts is not None
-        or retry is not None
-        or interval is not None
-        or any(v is not None for v in policy_options.values())
-    ):
-        policy = _policy(retry, initial, multiplier, max_wait, interval, current)
-        changed = GroupSettings(
+    options = (max_attempts, retry, initial, multiplier, max_wait, interval, tag_filter)
+    if any(option is not None for option in options):
+        changed = attrs.evolve(
+            current,
+            retry=_policy(retry, initial, multiplier, max_wait, interval, current),
             max_attempts=current.max_attempts if max_attempts is None else max_attempts,
-            retry=policy,
+            filter_=current.filter_ if tag_filter is None else tag_filter,
         )
         current = api.call(put_group_settings.sync_detailed, topic, group, body=changed)
     _record(Out(as_json), _flat_settings(current))

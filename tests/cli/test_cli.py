@@ -130,9 +130,15 @@ def test_tail_settings_dead_letters(run: Run, topic: str, server: Server) -> Non
     assert run.json("status", topic, last, "--group", "g")[0]["state"] == "inflight"
 
     out, _ = run("settings", topic, "g")
-    assert out.split() == ["max_attempts", "16", "retry", "levels"]
+    assert out.split() == ["max_attempts", "16", "filter", "*", "retry", "levels"]
+    run("settings", topic, "g", "--filter", "T || U")
     (changed,) = run.json("settings", topic, "g", "--max-attempts", "1", "--retry", "fixed")
-    assert changed == {"max_attempts": 1, "retry": "fixed", "retry.interval_ms": 10_000}
+    assert changed == {
+        "max_attempts": 1,
+        "filter": "T || U",  # kept: only what the options name changes
+        "retry": "fixed",
+        "retry.interval_ms": 10_000,
+    }
 
     # A failed attempt (nack through the API) sends it to the DLQ: max_attempts is 1 now.
     run("send", topic, "doomed", "--id", "d1")
