@@ -54,6 +54,43 @@ export interface paths {
         delete: operations["cancel_message"];
         options?: never;
         head?: never;
+        /** Move a scheduled message to another time (a past time: at once) */
+        patch: operations["reschedule_message"];
+        trace?: never;
+    };
+    "/v1/topics/{topic}/schedules/{schedule_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A recurring schedule, with its next and last fire */
+        get: operations["get_schedule"];
+        /** Create or replace a recurring schedule (cron in a time zone, or every_ms) */
+        put: operations["put_schedule"];
+        post?: never;
+        /** Delete a recurring schedule: nothing fires after it */
+        delete: operations["delete_schedule"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/topics/{topic}/schedules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The topic's recurring schedules, by id */
+        get: operations["list_schedules"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
         patch?: never;
         trace?: never;
     };
@@ -433,7 +470,7 @@ export interface components {
              * State
              * @enum {string}
              */
-            state: "pending" | "inflight" | "retrying" | "acked" | "dead";
+            state: "pending" | "inflight" | "retrying" | "acked" | "dead" | "filtered";
             /** Attempts */
             attempts: number;
             /** Next Visible Ms */
@@ -460,6 +497,12 @@ export interface components {
             max_attempts?: number;
             /** Retry */
             retry?: components["schemas"]["LevelsPolicy"] | components["schemas"]["ExponentialPolicy"] | components["schemas"]["FixedPolicy"];
+            /**
+             * Filter
+             * @description Tag expression: "*" or tags joined by "||", e.g. "TagA || TagB"
+             * @default *
+             */
+            filter?: string;
         };
         /** Health */
         Health: {
@@ -600,6 +643,49 @@ export interface components {
              */
             state: "pending";
         };
+        /** SchedulePage */
+        SchedulePage: {
+            /** Items */
+            items: components["schemas"]["ScheduleView"][];
+            /** Next Cursor */
+            next_cursor?: string | null;
+        };
+        /** ScheduleView */
+        ScheduleView: {
+            /** Topic */
+            topic: string;
+            /** Schedule Id */
+            schedule_id: string;
+            /** Cron */
+            cron: string | null;
+            /** Every Ms */
+            every_ms: number | null;
+            /** Timezone */
+            timezone: string;
+            /** Body */
+            body: string;
+            /**
+             * Body Encoding
+             * @enum {string}
+             */
+            body_encoding: "utf8" | "base64";
+            /** Properties */
+            properties: {
+                [key: string]: string;
+            };
+            /** Tag */
+            tag: string | null;
+            /** Start At Ms */
+            start_at_ms: number | null;
+            /** End At Ms */
+            end_at_ms: number | null;
+            /** Created At Ms */
+            created_at_ms: number;
+            /** Next Fire At Ms */
+            next_fire_at_ms: number | null;
+            /** Last Fire At Ms */
+            last_fire_at_ms?: number | null;
+        };
         /** SendResult */
         SendResult: {
             /** Topic */
@@ -693,6 +779,59 @@ export interface components {
             /** Errors */
             errors?: components["schemas"]["FieldError"][];
         };
+        /**
+         * PutSchedule
+         * @description A recurring schedule: exactly one of cron (five fields, in ``timezone``) and
+         *     every_ms; each fire is one message with this body, properties and tag.
+         */
+        PutSchedule: {
+            /**
+             * Cron
+             * @default null
+             */
+            cron?: string | null;
+            /**
+             * Every Ms
+             * @default null
+             */
+            every_ms?: number | null;
+            /**
+             * Timezone
+             * @default UTC
+             * @example Europe/Berlin
+             */
+            timezone?: string;
+            /** Body */
+            body: string;
+            /**
+             * Body Encoding
+             * @default utf8
+             * @enum {string}
+             */
+            body_encoding?: "utf8" | "base64";
+            /**
+             * Properties
+             * @default null
+             */
+            properties?: {
+                [key: string]: string;
+            } | null;
+            /**
+             * Tag
+             * @default null
+             */
+            tag?: string | null;
+            /**
+             * Start At Ms
+             * @default null
+             */
+            start_at_ms?: number | null;
+            /**
+             * End At Ms
+             * @default null
+             */
+            end_at_ms?: number | null;
+        };
         /** ReceiveRequest */
         ReceiveRequest: {
             /**
@@ -710,6 +849,28 @@ export interface components {
              * @default 30000
              */
             invisible_ms?: number;
+        };
+        /**
+         * RescheduleMessage
+         * @description The new delivery time: exactly one of deliver_at_ms, delay_ms (from now),
+         *     delay_level. A time already past delivers at once.
+         */
+        RescheduleMessage: {
+            /**
+             * Deliver At Ms
+             * @default null
+             */
+            deliver_at_ms?: number | null;
+            /**
+             * Delay Ms
+             * @default null
+             */
+            delay_ms?: number | null;
+            /**
+             * Delay Level
+             * @default null
+             */
+            delay_level?: number | null;
         };
         /**
          * SendBatch
@@ -1212,6 +1373,463 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before retrying */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The store is failing or the service is stopping: retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    reschedule_message: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Topic name (% as %25) */
+                topic: string;
+                /** @description Message id (uniq key) */
+                msg_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RescheduleMessage"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SendResult"];
+                };
+            };
+            /** @description The body is not valid JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No API key, or an unknown one (only when ROCKTIMER_API_KEYS is set). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key's role may not call this operation. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Already delivered, or cancelled */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body, or the whole request, is over its configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is declared as something other than JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field, path or query parameter is invalid: `errors` names each one and why. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The write queue is full: retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The store is failing or the service is stopping: retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_schedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Topic name (% as %25) */
+                topic: string;
+                /** @description Recurring schedule id */
+                schedule_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleView"];
+                };
+            };
+            /** @description No API key, or an unknown one (only when ROCKTIMER_API_KEYS is set). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key's role may not call this operation. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field, path or query parameter is invalid: `errors` names each one and why. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The store is failing or the service is stopping: retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    put_schedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Topic name (% as %25) */
+                topic: string;
+                /** @description Recurring schedule id */
+                schedule_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PutSchedule"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleView"];
+                };
+            };
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleView"];
+                };
+            };
+            /** @description The body is not valid JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No API key, or an unknown one (only when ROCKTIMER_API_KEYS is set). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key's role may not call this operation. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body, or the whole request, is over its configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is declared as something other than JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field, path or query parameter is invalid: `errors` names each one and why. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The write queue is full: retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The store is failing or the service is stopping: retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_schedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Topic name (% as %25) */
+                topic: string;
+                /** @description Recurring schedule id */
+                schedule_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleView"];
+                };
+            };
+            /** @description No API key, or an unknown one (only when ROCKTIMER_API_KEYS is set). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key's role may not call this operation. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field, path or query parameter is invalid: `errors` names each one and why. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The write queue is full: retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The store is failing or the service is stopping: retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_schedules: {
+        parameters: {
+            query?: {
+                /** @description the last page's next_cursor */
+                cursor?: string | null;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Topic name (% as %25) */
+                topic: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SchedulePage"];
+                };
+            };
+            /** @description No API key, or an unknown one (only when ROCKTIMER_API_KEYS is set). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key's role may not call this operation. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field, path or query parameter is invalid: `errors` names each one and why. */
+            422: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

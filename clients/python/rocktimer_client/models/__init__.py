@@ -30,6 +30,9 @@ from .nack_receipt_result_status import NackReceiptResultStatus
 from .nack_request import NackRequest
 from .nack_result import NackResult
 from .problem import Problem
+from .put_schedule import PutSchedule
+from .put_schedule_body_encoding import PutScheduleBodyEncoding
+from .put_schedule_properties_type_0 import PutSchedulePropertiesType0
 from .receipt_result import ReceiptResult
 from .receipt_result_status import ReceiptResultStatus
 from .receive_request import ReceiveRequest
@@ -38,6 +41,11 @@ from .received_message import ReceivedMessage
 from .received_message_body_encoding import ReceivedMessageBodyEncoding
 from .received_message_properties import ReceivedMessageProperties
 from .redrive_result import RedriveResult
+from .reschedule_message import RescheduleMessage
+from .schedule_page import SchedulePage
+from .schedule_view import ScheduleView
+from .schedule_view_body_encoding import ScheduleViewBodyEncoding
+from .schedule_view_properties import ScheduleViewProperties
 from .send_batch import SendBatch
 from .send_message import SendMessage
 from .send_message_body_encoding import SendMessageBodyEncoding
@@ -78,6 +86,9 @@ __all__ = (
     "NackRequest",
     "NackResult",
     "Problem",
+    "PutSchedule",
+    "PutScheduleBodyEncoding",
+    "PutSchedulePropertiesType0",
     "ReceiptResult",
     "ReceiptResultStatus",
     "ReceivedMessage",
@@ -86,6 +97,11 @@ __all__ = (
     "ReceiveRequest",
     "ReceiveResult",
     "RedriveResult",
+    "RescheduleMessage",
+    "SchedulePage",
+    "ScheduleView",
+    "ScheduleViewBodyEncoding",
+    "ScheduleViewProperties",
     "SendBatch",
     "SendMessage",
     "SendMessageBodyEncoding",

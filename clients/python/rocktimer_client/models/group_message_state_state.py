@@ -1,10 +1,11 @@
 from typing import Literal
 
-GroupMessageStateState = Literal["acked", "dead", "inflight", "pending", "retrying"]
+GroupMessageStateState = Literal["acked", "dead", "filtered", "inflight", "pending", "retrying"]
 
 GROUP_MESSAGE_STATE_STATE_VALUES: set[GroupMessageStateState] = {
     "acked",
     "dead",
+    "filtered",
     "inflight",
     "pending",
     "retrying",

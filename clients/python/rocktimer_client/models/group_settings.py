@@ -23,10 +23,12 @@ class GroupSettings:
     Attributes:
         max_attempts (int | Unset):  Default: 16.
         retry (ExponentialPolicy | FixedPolicy | LevelsPolicy | Unset):
+        filter_ (str | Unset): Tag expression: "*" or tags joined by "||", e.g. "TagA || TagB" Default: '*'.
     """
 
     max_attempts: int | Unset = 16
     retry: ExponentialPolicy | FixedPolicy | LevelsPolicy | Unset = UNSET
+    filter_: str | Unset = "*"
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.exponential_policy import ExponentialPolicy  # noqa: PLC0415
@@ -44,6 +46,8 @@ class GroupSettings:
         else:
             retry = self.retry.to_dict()
 
+        filter_ = self.filter_
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update({})
@@ -51,6 +55,8 @@ class GroupSettings:
             field_dict["max_attempts"] = max_attempts
         if retry is not UNSET:
             field_dict["retry"] = retry
+        if filter_ is not UNSET:
+            field_dict["filter"] = filter_
 
         return field_dict
 
@@ -90,9 +96,12 @@ class GroupSettings:
 
         retry = _parse_retry(d.pop("retry", UNSET))
 
+        filter_ = d.pop("filter", UNSET)
+
         group_settings = cls(
             max_attempts=max_attempts,
             retry=retry,
+            filter_=filter_,
         )
 
         return group_settings
