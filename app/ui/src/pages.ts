@@ -168,13 +168,13 @@ async function overview(el: HTMLElement, ctx: Ctx): Promise<void> {
     last = s;
     const c = s.due_ahead.counts;
     const hour = c.reduce((a, b) => a + b, 0);
-    const lat = (v: number | null): string => (v === null ? "–" : `≤ ${duration(v)}`);
+    const lat = (v: number | null): string => (v === null ? "–" : duration(v));
     cards.replaceChildren(
       card("Scheduled", count(s.pending_timers), "not yet due"),
       card("Due next minute", count(c[0] ?? 0) + (s.due_ahead.capped && hour === (c[0] ?? 0) ? "+" : "")),
       card("Due next hour", count(hour) + (s.due_ahead.capped ? "+" : "")),
       card("Delivered / s", count(Math.round(perSecond)), `${count(s.delivered_total)} since start`),
-      card("Lateness p50 / p99", `${lat(s.lateness.p50_ms)} / ${lat(s.lateness.p99_ms)}`, "delivered − due"),
+      card("Lateness p50 / p99", `${lat(s.lateness.p50_ms)} / ${lat(s.lateness.p99_ms)}`, "delivered − due, at most"),
       card("Writer queue", count(s.writer_queue), `${count(s.long_polls)} long polls waiting`),
     );
     const minutes = s.due_ahead.bucket_ms / 60_000;

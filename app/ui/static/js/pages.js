@@ -123,8 +123,8 @@ async function overview(el, ctx) {
         last = s;
         const c = s.due_ahead.counts;
         const hour = c.reduce((a, b) => a + b, 0);
-        const lat = (v) => (v === null ? "–" : `≤ ${duration(v)}`);
-        cards.replaceChildren(card("Scheduled", count(s.pending_timers), "not yet due"), card("Due next minute", count(c[0] ?? 0) + (s.due_ahead.capped && hour === (c[0] ?? 0) ? "+" : "")), card("Due next hour", count(hour) + (s.due_ahead.capped ? "+" : "")), card("Delivered / s", count(Math.round(perSecond)), `${count(s.delivered_total)} since start`), card("Lateness p50 / p99", `${lat(s.lateness.p50_ms)} / ${lat(s.lateness.p99_ms)}`, "delivered − due"), card("Writer queue", count(s.writer_queue), `${count(s.long_polls)} long polls waiting`));
+        const lat = (v) => (v === null ? "–" : duration(v));
+        cards.replaceChildren(card("Scheduled", count(s.pending_timers), "not yet due"), card("Due next minute", count(c[0] ?? 0) + (s.due_ahead.capped && hour === (c[0] ?? 0) ? "+" : "")), card("Due next hour", count(hour) + (s.due_ahead.capped ? "+" : "")), card("Delivered / s", count(Math.round(perSecond)), `${count(s.delivered_total)} since start`), card("Lateness p50 / p99", `${lat(s.lateness.p50_ms)} / ${lat(s.lateness.p99_ms)}`, "delivered − due, at most"), card("Writer queue", count(s.writer_queue), `${count(s.long_polls)} long polls waiting`));
         const minutes = s.due_ahead.bucket_ms / 60_000;
         due.replaceChildren(h("figcaption", {}, `Due in the next hour, per ${minutes === 1 ? "minute" : `${minutes} min`}${s.due_ahead.capped ? " (first 20k timers)" : ""}`), bars(width(due), "Messages due per minute over the next hour", c, [[0, "now"], [15, "+15 min"], [30, "+30 min"], [45, "+45 min"], [59, "+1 h"]], (i) => `${count(c[i] ?? 0)} due ${i === 0 ? "within a minute" : `in ${i}–${i + 1} min`}`));
         const xs = [[0, `${duration(HISTORY * OVERVIEW_POLL_MS)} ago`], [HISTORY - 1, "now"]];
