@@ -463,8 +463,12 @@ def group_view(store: RocksStore, topic: str, group: str, msg_id: str) -> GroupV
     raw = store.get(CF.INFLIGHT, keys.inflight_key(topic, group, seq))
     if raw is None:
         if cursor is not None and keys.read_u64(cursor) > seq:
-            # Passed by the group's cursor without ever being held: its filter did not
-            # match then (a later filter change never brings it back).
+            # Passed by the group's cursor without a record: its filter did not match then
+            # (a later filter change never brings it back), or, with no filter, retention
+            # ended the group's record of it (acked, or a dead letter past its retention).
+            settings = store.get(CF.META, keys.group_key(topic, group))
+            if tagfilter.tags(_filter_of(settings)) is None:
+                raise MessageNotFound(f"group {group!r} no longer holds a record of {msg_id!r}")
             return GroupView("filtered", 0, None, None)
         return GroupView("pending", 0, None, None)
     held = decode_inflight(raw)

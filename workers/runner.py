@@ -214,7 +214,7 @@ class Engine:
         messages. One that found nothing after all (another receiver was first) parks again.
         """
 
-        def look(txn: Txn) -> list[consume.Received]:
+        def look(txn: Txn) -> consume.ReceiveBatch:
             return consume.receive(
                 txn, topic, group, limit, invisible_ms, self.config.max_receive_bytes
             )
@@ -226,7 +226,7 @@ class Engine:
             parked = Parked(topic, look, loop.create_future())
 
             def look_or_park(txn: Txn, parked: Parked = parked) -> list[consume.Received]:
-                got = consume.receive(txn, topic, group, limit, invisible_ms)
+                got = look(txn)
                 if not got and wait_ms > 0 and not got.more:
                     self.long_polls.park(parked)
                 return got
