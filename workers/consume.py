@@ -40,7 +40,6 @@ from storage.store import CF, RocksStore
 from workers import events, lanes, retention, tagfilter
 from workers.receipts import decode_receipt, encode_receipt
 from workers.retry import GroupSettings, decode_settings, encode_settings, retry_delay_ms
-from workers.tagfilter import MATCH_ALL
 from workers.timers import invisible, retry
 from workers.timers.hold import GroupTimer
 from workers.txn import Txn
@@ -443,15 +442,11 @@ def group_view(store: RocksStore, topic: str, group: str, msg_id: str) -> GroupV
     raw = store.get(CF.INFLIGHT, keys.inflight_key(topic, group, seq))
     if raw is None:
         if cursor is not None and keys.read_u64(cursor) > seq:
-            # Passed by the group's cursor and no record left: either its filter did not
-            # match then (a later filter change never brings it back), or the group held
-            # it and retention has reclaimed the record since. A group that takes every
-            # message filtered nothing (one that changed its filter to * since reports a
-            # message it filtered before as gone).
-            if (
-                decode_settings(store.get(CF.META, keys.group_key(topic, group))).filter
-                == MATCH_ALL
-            ):
+            # Passed by the group's cursor without a record: its filter did not match then
+            # (a later filter change never brings it back), or, with no filter, retention
+            # ended the group's record of it (acked, or a dead letter past its retention).
+            settings = store.get(CF.META, keys.group_key(topic, group))
+            if tagfilter.tags(_filter_of(settings)) is None:
                 raise MessageNotFound(f"group {group!r} no longer holds a record of {msg_id!r}")
             return GroupView("filtered", 0, None, None)
         return GroupView("pending", 0, None, None)
