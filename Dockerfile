@@ -1,6 +1,6 @@
 # The rocktimer service. Builds on python:3.11-slim, or on any Python 3.11 image where
 # `python3 -m pip` may install (pass it as --build-arg BASE=..., ROCKTIMER_BASE_IMAGE in
-# compose); deploy/make-base-image makes one where Docker Hub is out of reach.
+# compose); tests/deploy/make-base-image makes one where Docker Hub is out of reach.
 ARG BASE=python:3.11-slim
 FROM ${BASE}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -8,7 +8,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 # Dependencies first, from the locks (every package pinned and hash-checked; `make lock`
 # keeps them in step with pyproject.toml), so a code change reuses this layer. The build
 # system comes first: nothing is built with an unpinned setuptools fetched on the fly.
-COPY deploy/requirements-build.lock deploy/requirements.lock /tmp/
+COPY requirements-build.lock requirements.lock /tmp/
 RUN python3 -m pip install --no-cache-dir --require-hashes -r /tmp/requirements-build.lock \
  && python3 -m pip install --no-cache-dir --require-hashes --no-build-isolation -r /tmp/requirements.lock \
  && rm /tmp/requirements*.lock

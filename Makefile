@@ -65,11 +65,11 @@ crash: $(VENV)/.test-stamp  ## SIGKILL the real server under load CYCLES times; 
 	$(PY) -m tests.reliability.crash_loop --cycles $(CYCLES)
 
 .PHONY: lock compose-smoke
-lock: $(VENV)/.test-stamp  ## re-pin deploy/requirements*.lock from pyproject.toml (UPGRADE=1: newest allowed)
-	$(PY) -m deploy.lock $(if $(UPGRADE),--upgrade)
+lock: $(VENV)/.test-stamp  ## re-pin requirements*.lock from pyproject.toml (UPGRADE=1: newest allowed)
+	$(PY) -m tests.deploy.lock $(if $(UPGRADE),--upgrade)
 
 compose-smoke: $(VENV)/.test-stamp  ## build and run the compose stack for real, then tear it down (needs Docker; PIPELINE=1 also runs the Spark jobs)
-	$(PY) -m deploy.smoke $(if $(PIPELINE),--pipeline)
+	$(PY) -m tests.deploy.smoke $(if $(PIPELINE),--pipeline)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -13,12 +13,12 @@ from typing import Any
 
 import yaml
 
-from deploy.lock import LOCKS
+from tests.deploy.lock import LOCKS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = {
     "rocktimer": ROOT / "Dockerfile",
-    "pipeline": ROOT / "deploy" / "pipeline.Dockerfile",
+    "pipeline": ROOT / "pipeline" / "Dockerfile",
 }
 
 
@@ -102,7 +102,7 @@ def test_the_pipeline_jobs_are_a_profile_over_the_services_volume_and_url() -> N
     for job, module in ((report, "pipeline.report"), (bulk_load, "pipeline.bulk_load")):
         assert job["profiles"] == ["pipeline"]
         assert job["image"] == "rocktimer-pipeline:latest"
-        assert job["build"]["dockerfile"] == "deploy/pipeline.Dockerfile"
+        assert job["build"]["dockerfile"] == "pipeline/Dockerfile"
         assert job["entrypoint"][:3] == ["python3", "-m", module]
     assert "rocktimer-data:/data:ro" in report["volumes"]
     assert report["entrypoint"][3:] == ["--events", "/data/events"]

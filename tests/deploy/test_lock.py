@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from deploy import lock
+from tests.deploy import lock
 
 BUILD, RUNTIME, PIPELINE = lock.LOCKS
 
@@ -21,8 +21,8 @@ def test_a_dependency_added_without_make_lock_is_drift() -> None:
     changed = copy.deepcopy(pyproject)
     changed["project"]["dependencies"].append("tomli-w>=1.0")
     assert lock.problems(RUNTIME, changed, text) == [
-        "deploy/requirements.lock is out of date with pyproject.toml: run `make lock`",
-        "deploy/requirements.lock does not pin tomli-w (tomli-w>=1.0): run `make lock`",
+        "requirements.lock is out of date with pyproject.toml: run `make lock`",
+        "requirements.lock does not pin tomli-w (tomli-w>=1.0): run `make lock`",
     ]
 
 
@@ -33,7 +33,7 @@ def test_a_pin_outside_pyprojects_range_is_reported() -> None:
     edited = text.replace(f"fastapi=={pinned[0]} ", "fastapi==0.1.0 ")
     wanted = next(r for r in lock.inputs(pyproject, RUNTIME.sections) if r.name == "fastapi")
     assert lock.problems(RUNTIME, pyproject, edited) == [
-        f"deploy/requirements.lock pins fastapi==0.1.0, outside {wanted}: run `make lock`"
+        f"requirements.lock pins fastapi==0.1.0, outside {wanted}: run `make lock`"
     ]
 
 
@@ -47,5 +47,5 @@ def test_each_lock_pins_its_own_sections() -> None:
 
 def test_a_missing_lock_says_how_to_make_it() -> None:
     assert lock.problems(RUNTIME, lock.read_pyproject(), None) == [
-        "deploy/requirements.lock is missing: run `make lock`"
+        "requirements.lock is missing: run `make lock`"
     ]
