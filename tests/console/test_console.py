@@ -239,10 +239,21 @@ def test_numbers_are_for_people(console: Opener) -> None:
             const f = await import('/ui/static/js/fmt.js');
             return [f.count(1234567), f.count(999), f.count(12500), f.duration(3.2),
                     f.duration(1500), f.duration(7_200_000), f.relative(7_200_000, 0),
-                    f.relative(0, 180_000), f.relative(10, 0)];
+                    f.relative(0, 180_000), f.relative(10, 0), f.relative(59_100, 0)];
         }"""
     )
-    assert got == ["1.2M", "999", "12.5k", "3 ms", "1.5 s", "2 h", "in 2 h", "3 min ago", "now"]
+    assert got == [
+        "1.2M",
+        "999",
+        "12.5k",
+        "3 ms",
+        "1.5 s",
+        "2 h",
+        "in 2 h",
+        "3 min ago",
+        "now",
+        "in 59 s",
+    ]
 
 
 def test_assets_are_local_and_small(server: Server) -> None:
@@ -260,3 +271,33 @@ def test_assets_are_local_and_small(server: Server) -> None:
         assert "text/html" in page.headers["content-type"]
         for ref in re.findall(r'(?:src|href)="(/ui/static/[^"]+)"', page.text):
             assert c.get(ref).status_code == 200, ref
+
+
+def test_schedules_are_listed_with_their_next_fire_and_deleted(
+    console: Opener, server: Server, shots: Path
+) -> None:
+    topic = _topic()
+    with api(server) as c:
+        r = c.put(
+            f"/v1/topics/{topic}/schedules/nightly-report",
+            json={"cron": "30 2 * * *", "timezone": "Europe/Berlin", "body": "run"},
+        )
+        assert r.status_code == 201, r.text
+        r = c.put(
+            f"/v1/topics/{topic}/schedules/heartbeat", json={"every_ms": 60_000, "body": "beat"}
+        )
+        assert r.status_code == 201, r.text
+        page = console(f"#/topics/{topic}/schedules")
+        nightly = page.locator("tr", has_text="nightly-report")
+        expect(nightly).to_contain_text("cron 30 2 * * * (Europe/Berlin)")
+        expect(page.locator("tr", has_text="heartbeat")).to_contain_text("every 1 min")
+        expect(page.locator("tr", has_text="heartbeat")).to_contain_text(
+            re.compile(r"\(in \d+ s\)")
+        )
+        _shot(page, shots, "schedules")
+        nightly.get_by_role("button", name="Delete").click()
+        nightly.get_by_role("button", name="Really delete?").click()
+        expect(page.get_by_text("Schedule nightly-report deleted")).to_be_visible()
+        expect(page.locator("tr", has_text="nightly-report")).to_have_count(0)
+        assert c.get(f"/v1/topics/{topic}/schedules/nightly-report").status_code == 404
+        assert c.get(f"/v1/topics/{topic}/schedules/heartbeat").status_code == 200

@@ -20,7 +20,8 @@ export function duration(ms: number): string {
   const abs = Math.abs(ms);
   if (abs < 1) return `${ms.toFixed(1).replace(/\.0$/, "")} ms`;
   if (abs < 1000) return `${Math.round(ms)} ms`;
-  if (abs < 60_000) return `${(ms / 1000).toFixed(1).replace(/\.0$/, "")} s`;
+  if (abs < 10_000) return `${(ms / 1000).toFixed(1).replace(/\.0$/, "")} s`;
+  if (abs < 60_000) return `${Math.round(ms / 1000)} s`;
   if (abs < 3_600_000) return `${Math.round(ms / 60_000)} min`;
   if (abs < 86_400_000) return `${(ms / 3_600_000).toFixed(1).replace(/\.0$/, "")} h`;
   if (abs < 365.25 * 86_400_000) return `${Math.round(ms / 86_400_000)} d`;

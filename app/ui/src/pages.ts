@@ -95,6 +95,11 @@ async function act(out: HTMLElement, done: string, fn: () => Promise<unknown>, a
   }
 }
 
+/** Draw the page again, keeping the notice the action left in ``out``. */
+function redraw(el: HTMLElement, out: HTMLElement, draw: () => Promise<void>): () => void {
+  return () => void draw().then(() => el.querySelector(".out")?.replaceWith(out));
+}
+
 /** A button that asks once more before a destructive action (no modal: keyboard-friendly). */
 function confirmButton(label: string, ask: string, onConfirm: () => void): HTMLButtonElement {
   const b = h("button", { type: "button", class: "danger" }, label);
@@ -290,7 +295,7 @@ function messageActions(ctx: Ctx, topic: string, m: { msg_id: string; deliver_at
 async function scheduled(el: HTMLElement, ctx: Ctx, topic: string, cursor: string | null = null): Promise<void> {
   const out = h("div", { class: "out" });
   const found = h("div");
-  const reload = (): void => void scheduled(el, ctx, topic, cursor).then(() => el.querySelector(".out")?.replaceWith(out));
+  const reload = redraw(el, out, () => scheduled(el, ctx, topic, cursor));
   const lookup = h("input", { id: "lookup", required: true, pattern: "[A-Za-z0-9._:-]{1,128}", placeholder: "msg_id" });
   const form = h("form", { class: "inline" }, h("label", { for: "lookup" }, "Find by msg_id"), lookup, h("button", { type: "submit" }, "Look up"));
   form.addEventListener("submit", (ev) => {
@@ -461,7 +466,7 @@ async function deadLetters(el: HTMLElement, ctx: Ctx, topic: string, group: stri
   const page = await call<Page<DeadLetter>>("GET", `${base}?${q}`);
   const out = h("div", { class: "out" });
   const detail = h("div");
-  const reload = (): void => void deadLetters(el, ctx, topic, group, cursor).then(() => el.querySelector(".out")?.replaceWith(out));
+  const reload = redraw(el, out, () => deadLetters(el, ctx, topic, group, cursor));
   const redrive = (id: string): Promise<unknown> => call("POST", `${base}/${seg(id)}/redrive`);
   const rows = page.items.map((d) => [
     button(d.msg_id, () => void call<DeadLetterDetail>("GET", `${base}/${seg(d.msg_id)}`).then((x) => detail.replaceChildren(deadDetail(x)), (err) => detail.replaceChildren(notice(errorText(err), "error"))), "link"),
@@ -516,7 +521,7 @@ async function schedules(el: HTMLElement, ctx: Ctx, topic: string, cursor: strin
     s.next_fire_at_ms ? `${clock(s.next_fire_at_ms)} (${relative(s.next_fire_at_ms, now)})` : "none",
     s.last_fire_at_ms ? relative(s.last_fire_at_ms, now) : "never",
     can(ctx, "deleteSchedule")
-      ? confirmButton("Delete", "Really delete?", () => void act(out, `Schedule ${s.schedule_id} deleted: it will not fire again.`, () => call("DELETE", `/v1/topics/${seg(topic)}/schedules/${seg(s.schedule_id)}`), () => void schedules(el, ctx, topic, cursor)))
+      ? confirmButton("Delete", "Really delete?", () => void act(out, `Schedule ${s.schedule_id} deleted: it will not fire again.`, () => call("DELETE", `/v1/topics/${seg(topic)}/schedules/${seg(s.schedule_id)}`), redraw(el, out, () => schedules(el, ctx, topic, cursor))))
       : "",
   ] as Node[]);
   el.replaceChildren(

@@ -21,8 +21,10 @@ export function duration(ms) {
         return `${ms.toFixed(1).replace(/\.0$/, "")} ms`;
     if (abs < 1000)
         return `${Math.round(ms)} ms`;
-    if (abs < 60_000)
+    if (abs < 10_000)
         return `${(ms / 1000).toFixed(1).replace(/\.0$/, "")} s`;
+    if (abs < 60_000)
+        return `${Math.round(ms / 1000)} s`;
     if (abs < 3_600_000)
         return `${Math.round(ms / 60_000)} min`;
     if (abs < 86_400_000)

@@ -62,6 +62,10 @@ async function act(out, done, fn, after) {
         out.replaceChildren(notice(errorText(err), "error"));
     }
 }
+/** Draw the page again, keeping the notice the action left in ``out``. */
+function redraw(el, out, draw) {
+    return () => void draw().then(() => el.querySelector(".out")?.replaceWith(out));
+}
 /** A button that asks once more before a destructive action (no modal: keyboard-friendly). */
 function confirmButton(label, ask, onConfirm) {
     const b = h("button", { type: "button", class: "danger" }, label);
@@ -203,7 +207,7 @@ function messageActions(ctx, topic, m, out, after) {
 async function scheduled(el, ctx, topic, cursor = null) {
     const out = h("div", { class: "out" });
     const found = h("div");
-    const reload = () => void scheduled(el, ctx, topic, cursor).then(() => el.querySelector(".out")?.replaceWith(out));
+    const reload = redraw(el, out, () => scheduled(el, ctx, topic, cursor));
     const lookup = h("input", { id: "lookup", required: true, pattern: "[A-Za-z0-9._:-]{1,128}", placeholder: "msg_id" });
     const form = h("form", { class: "inline" }, h("label", { for: "lookup" }, "Find by msg_id"), lookup, h("button", { type: "submit" }, "Look up"));
     form.addEventListener("submit", (ev) => {
@@ -344,7 +348,7 @@ async function deadLetters(el, ctx, topic, group, cursor = null) {
     const page = await call("GET", `${base}?${q}`);
     const out = h("div", { class: "out" });
     const detail = h("div");
-    const reload = () => void deadLetters(el, ctx, topic, group, cursor).then(() => el.querySelector(".out")?.replaceWith(out));
+    const reload = redraw(el, out, () => deadLetters(el, ctx, topic, group, cursor));
     const redrive = (id) => call("POST", `${base}/${seg(id)}/redrive`);
     const rows = page.items.map((d) => [
         button(d.msg_id, () => void call("GET", `${base}/${seg(d.msg_id)}`).then((x) => detail.replaceChildren(deadDetail(x)), (err) => detail.replaceChildren(notice(errorText(err), "error"))), "link"),
@@ -384,7 +388,7 @@ async function schedules(el, ctx, topic, cursor = null) {
         s.next_fire_at_ms ? `${clock(s.next_fire_at_ms)} (${relative(s.next_fire_at_ms, now)})` : "none",
         s.last_fire_at_ms ? relative(s.last_fire_at_ms, now) : "never",
         can(ctx, "deleteSchedule")
-            ? confirmButton("Delete", "Really delete?", () => void act(out, `Schedule ${s.schedule_id} deleted: it will not fire again.`, () => call("DELETE", `/v1/topics/${seg(topic)}/schedules/${seg(s.schedule_id)}`), () => void schedules(el, ctx, topic, cursor)))
+            ? confirmButton("Delete", "Really delete?", () => void act(out, `Schedule ${s.schedule_id} deleted: it will not fire again.`, () => call("DELETE", `/v1/topics/${seg(topic)}/schedules/${seg(s.schedule_id)}`), redraw(el, out, () => schedules(el, ctx, topic, cursor))))
             : "",
     ]);
     el.replaceChildren(...head, out, page.items.length ? table(["Schedule", "Rule", "Next fire", "Last fire", ""], rows, new Set()) : notice("No recurring schedules in this topic.", "info"), pager(page.next_cursor, (c) => void schedules(el, ctx, topic, c), cursor === null));
