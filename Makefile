@@ -16,14 +16,33 @@ $(VENV)/.run-stamp: pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 $(VENV)/.test-stamp: pyproject.toml | $(VENV)/bin/python
+	@# PySpark (the pipeline tests) needs a Java 17 runtime; installed only when missing.
+	@command -v java >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		apt-get update -q && apt-get install -y -q openjdk-17-jre-headless; } || \
+		echo "warning: no java: install a Java 17 runtime for the pipeline tests (PySpark)"
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@ $(VENV)/.run-stamp
 
 run: $(VENV)/.run-stamp  ## start the service on 127.0.0.1:8080, data under ./data
 	$(PY) -m app
 
-test: $(VENV)/.test-stamp  ## the whole suite: unit, engine, end to end over real HTTP
+test: $(VENV)/.test-stamp chromium  ## the whole suite: unit, engine, end to end over real HTTP
 	$(PY) -m pytest
+
+# The console tests drive Debian's Chromium; installed here when missing and we are root.
+.PHONY: chromium ui
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Chromium for the console tests (apt-get install chromium)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "the console tests need Chromium: run 'sudo apt-get install chromium', then make test"; \
+	    exit 1; \
+	  fi; }
+
+ui:  ## rebuild the console's JavaScript (app/ui/static/js) from its TypeScript sources
+	cd app/ui && npm ci --no-audit --no-fund && npx tsc -p .
 
 lint: $(VENV)/.test-stamp  ## ruff + strict mypy
 	$(VENV)/bin/ruff check .
@@ -44,6 +63,13 @@ CYCLES ?= 50
 .PHONY: crash
 crash: $(VENV)/.test-stamp  ## SIGKILL the real server under load CYCLES times; nothing acknowledged may be lost
 	$(PY) -m tests.reliability.crash_loop --cycles $(CYCLES)
+
+.PHONY: lock compose-smoke
+lock: $(VENV)/.test-stamp  ## re-pin deploy/requirements*.lock from pyproject.toml (UPGRADE=1: newest allowed)
+	$(PY) -m deploy.lock $(if $(UPGRADE),--upgrade)
+
+compose-smoke: $(VENV)/.test-stamp  ## build and run the compose stack for real, then tear it down (needs Docker; PIPELINE=1 also runs the Spark jobs)
+	$(PY) -m deploy.smoke $(if $(PIPELINE),--pipeline)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -16,7 +16,7 @@ from app.config import Settings
 from app.fastpath import FastPaths
 from app.limits import BodyLimit, HeadAsGet
 from app.metrics import RequestTimes, registry_for
-from app.routes import admin, browse, consumers, producers, schedules, service
+from app.routes import admin, browse, console, consumers, producers, schedules, service
 from workers.clock import Clock
 from workers.runner import Engine
 
@@ -75,6 +75,8 @@ def create_app(
     app.include_router(browse.router)
     app.include_router(service.router)
     service.mount_docs(app)
+    app.include_router(console.router)
+    app.mount("/ui/static", console.static, name="console-static")
     app.add_middleware(FastPaths)  # innermost: after the size limit and the API keys
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(HeadAsGet)

@@ -262,6 +262,17 @@ class DeadLetterPage(_Reply):
     next_cursor: str | None = None
 
 
+class DeadLetterDetail(DeadLetterItem):
+    """A dead letter with the message itself, for inspection before a redrive."""
+
+    group: str
+    body: str
+    body_encoding: Literal["utf8", "base64"]
+    properties: dict[str, str]
+    tag: str | None = None
+    deliver_at_ms: int
+
+
 class RedriveResult(_Reply):
     topic: str
     group: str
@@ -323,6 +334,37 @@ class Problem(_Reply):
     status: int
     detail: str
     errors: list[FieldError] | None = None
+
+
+class Identity(_Reply):
+    """Who the caller is: the role of its API key, or admin when the service is open."""
+
+    role: Literal["producer", "consumer", "admin"]
+    open: bool
+
+
+class DueAhead(_Reply):
+    bucket_ms: int
+    counts: list[int]  # scheduled messages due in each bucket from now on
+    capped: bool  # the bounded scan stopped early: counts cover less than the hour
+
+
+class LatenessSummary(_Reply):
+    count: int
+    p50_ms: float | None = None  # upper bound of the histogram bucket holding it
+    p99_ms: float | None = None
+
+
+class Stats(_Reply):
+    """The console's overview, in one cheap call (bounded work, never a count of the store)."""
+
+    now_ms: int
+    pending_timers: int
+    delivered_total: int
+    writer_queue: int
+    long_polls: int
+    lateness: LatenessSummary
+    due_ahead: DueAhead
 
 
 class Health(_Reply):

@@ -6,7 +6,7 @@ two settings run in the order off, on, on, off and each result is the mean of it
 runs, so a machine that gets slower (or faster) over the run favours neither. With the
 event log on, every send also stages a ``scheduled`` event and every moved timer a
 ``delivered`` one, in the same WriteBatch, and the exporter seals them into Parquet every
-10 s (``ROCKTIMER_EVENTS_SEAL_MS``) during the measurement.
+second (``ROCKTIMER_EVENTS_SEAL_MS``, 10 s by default) during the measurement.
 
     python -m bench.events
 """
@@ -22,7 +22,9 @@ from bench import loader, process, report, scale, send, storm
 from bench.client import run
 
 OFF = {"ROCKTIMER_EVENTS": "false"}
-ON = {"ROCKTIMER_EVENTS": "true"}
+# A seal every second, not every 10 s (the default): the exporter's work falls inside
+# every measured window, however short, and is counted in the cost.
+ON = {"ROCKTIMER_EVENTS": "true", "ROCKTIMER_EVENTS_SEAL_MS": "1000"}
 ORDER = (("off", OFF), ("on", ON), ("on", ON), ("off", OFF))
 TARGET_SEND = 0.90  # issue 11: at most 10 % on the durable single and batch sends
 TARGET_STORM = 0.95  # the storm path may lose at most 5 %

@@ -1,4 +1,4 @@
-"""Figure 10: the Spark pipeline on ``local[2]``, each job beside a ceiling of the same run.
+"""Figure 16: the Spark pipeline on ``local[2]``, each job beside a ceiling of the same run.
 
 - bulk load of N generated rows (Parquet, 1 % invalid) into a running service, rows/s end
   to end (JVM start included), beside the service's own batch-send rate measured right
@@ -7,8 +7,8 @@
 - report and audit over N events (a synthetic log, bench/events_data.py), seconds end to
   end, beside a plain Spark scan of every column of the same segments.
 
-    python -m bench 10                        # BENCH_PIPELINE_N, default 100 000
-    BENCH_PIPELINE_N=10000000 python -m bench 10   # the targets' size (minutes)
+    python -m bench 16                        # BENCH_PIPELINE_N, default 100 000
+    BENCH_PIPELINE_N=10000000 python -m bench 16   # the targets' size (minutes)
 """
 
 from __future__ import annotations

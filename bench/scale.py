@@ -30,7 +30,7 @@ class Scale:
     reclaim_n: int  # figure 8: deliveries (one storm) before the scan-cost probe
     growth_levels: tuple[int, ...]  # figure 9: pending timers at each measured point
     ontime_seconds: float  # figure 10: each phase's window (timers due, loads running)
-    soak_minutes: int  # figure 10: fake minutes of steady load
+    soak_minutes: int  # figure 15: fake minutes of steady load
     pipeline_n: int  # figure 16: rows bulk-loaded, and events reported and audited
 
 

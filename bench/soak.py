@@ -1,4 +1,4 @@
-"""Figure 10: the soak — nothing grows without bound under steady load.
+"""Figure 15: the soak — nothing grows without bound under steady load.
 
 An engine in this process on a fresh data dir, on a fake clock (an hour of service in a
 few minutes of real time, most of it WAL fsyncs), RocksDB's buffers scaled down (see

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
+import attrs
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -23,7 +25,13 @@ from rocktimer_client.api.consumer import (
     list_topics,
     receive_messages,
 )
-from rocktimer_client.api.producer import cancel_message, get_message, send_message, send_messages
+from rocktimer_client.api.producer import (
+    cancel_message,
+    get_message,
+    reschedule_message,
+    send_message,
+    send_messages,
+)
 from rocktimer_client.models import (
     AckRequest,
     ExponentialPolicy,
@@ -31,6 +39,7 @@ from rocktimer_client.models import (
     GroupSettings,
     LevelsPolicy,
     ReceiveRequest,
+    RescheduleMessage,
     SendBatch,
     SendMessage,
     SendMessagePropertiesType0,
@@ -301,6 +310,30 @@ def cancel(ctx: typer.Context, topic: Topic, msg_id: MsgId, as_json: Json = Fals
         out.say(f"cancelled: {escape(topic)}/{escape(msg_id)}")
 
 
+@app.command()
+def reschedule(
+    ctx: typer.Context,
+    topic: Topic,
+    msg_id: MsgId,
+    delay: Delay = None,
+    at: At = None,
+    level: Level = None,
+    as_json: Json = False,
+) -> None:
+    """Move a scheduled message to another time (exit 1 if delivered or cancelled)."""
+    when_given = _deliver_time(delay, at, level)
+    if not when_given:
+        raise typer.BadParameter("give one", param_hint="--delay, --at, --level")
+    body = RescheduleMessage(**when_given)
+    done = _api(ctx).call(reschedule_message.sync_detailed, topic, msg_id, body=body)
+    out = Out(as_json)
+    if as_json:
+        out.json(done.to_dict())
+    else:
+        at_text = when(done.deliver_at_ms, now_ms())
+        out.say(f"rescheduled: {escape(topic)}/{escape(msg_id)} for {at_text}")
+
+
 # --- consumer ------------------------------------------------------------------------------
 
 
@@ -373,22 +406,21 @@ def settings(
     multiplier: Annotated[float | None, typer.Option(help="exponential: growth.")] = None,
     max_wait: Annotated[str | None, typer.Option(help="exponential: longest wait.")] = None,
     interval: Annotated[str | None, typer.Option(help="fixed: the wait.")] = None,
+    tag_filter: Annotated[
+        str | None, typer.Option("--filter", help='Tags the group receives: "*" or "A || B".')
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Show a group's settings on a topic; with options, change them (the rest is kept)."""
     api = _api(ctx)
     current = api.call(get_group_settings.sync_detailed, topic, group)
-    policy_options = {"initial": initial, "multiplier": multiplier, "max_wait": max_wait}
-    if (
-        max_attempts is not None
-        or retry is not None
-        or interval is not None
-        or any(v is not None for v in policy_options.values())
-    ):
-        policy = _policy(retry, initial, multiplier, max_wait, interval, current)
-        changed = GroupSettings(
+    options = (max_attempts, retry, initial, multiplier, max_wait, interval, tag_filter)
+    if any(option is not None for option in options):
+        changed = attrs.evolve(
+            current,
+            retry=_policy(retry, initial, multiplier, max_wait, interval, current),
             max_attempts=current.max_attempts if max_attempts is None else max_attempts,
-            retry=policy,
+            filter_=current.filter_ if tag_filter is None else tag_filter,
         )
         current = api.call(put_group_settings.sync_detailed, topic, group, body=changed)
     _record(Out(as_json), _flat_settings(current))
@@ -585,6 +617,37 @@ def serve(
     from app.__main__ import main as run_service
 
     run_service()
+
+
+# --- the Spark jobs (pipeline/, `pip install -e '.[pipeline]'`) ----------------------------
+
+PIPELINE_JOBS = {
+    "load": ("bulk_load", "Load a file or directory of rows through the batch API (Spark)."),
+    "report": ("report", "Lateness and outcome report from the event log (Spark)."),
+    "audit": ("audit", "Check the event log against itself and a bulk_load input (Spark)."),
+}
+
+
+def _pipeline_job(module: str) -> Callable[[typer.Context], None]:
+    def job(ctx: typer.Context) -> None:
+        # The job reads --url / --api-key from these, so `rocktimer --url X load` reaches X.
+        context: Context = ctx.find_root().obj
+        env = {**os.environ, "ROCKTIMER_URL": context.url}
+        if context.api_key:
+            env["ROCKTIMER_API_KEY"] = context.api_key
+        argv = [sys.executable, "-m", f"pipeline.{module}", *ctx.args]
+        raise typer.Exit(subprocess.run(argv, env=env, check=False).returncode)
+
+    return job
+
+
+for _name, (_module, _help) in PIPELINE_JOBS.items():
+    app.command(
+        _name,
+        help=f"{_help} Arguments go to python -m pipeline.{_module} (see its --help).",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        add_help_option=False,
+    )(_pipeline_job(_module))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -359,11 +359,7 @@ def current_hold(txn: Txn, timer: GroupTimer) -> Inflight | None:
 
 def redrive(txn: Txn, topic: str, group: str, msg_id: str) -> None:
     """Put a dead letter back into the group's flow on ``topic``, attempts reset."""
-    seq = _delivered_seq(txn.get(CF.MESSAGES, keys.message_key(topic, msg_id)))
-    raw = txn.get(CF.INFLIGHT, keys.inflight_key(topic, group, seq)) if seq is not None else None
-    held = decode_inflight(raw) if raw is not None else None
-    if seq is None or held is None or held.state is not GroupState.DEAD:
-        raise MessageNotFound(f"{msg_id!r} from topic {topic!r} is not a dead letter of {group!r}")
+    seq, held = _dead(txn.get, topic, group, msg_id)
     letter = keys.dead_key(topic, group, held.deadline_ms, seq)
     if txn.get(CF.DEAD, letter) is not None:
         txn.delete(CF.DEAD, letter)
@@ -373,6 +369,18 @@ def redrive(txn: Txn, topic: str, group: str, msg_id: str) -> None:
     fresh = held._replace(attempts=0, generation=held.generation + 1)
     make_ready(txn, topic, group, seq, fresh)
     txn.sync = True
+
+
+def _dead(
+    get: Callable[[str, bytes], bytes | None], topic: str, group: str, msg_id: str
+) -> tuple[int, Inflight]:
+    """The log seq and group record of a dead letter (``get`` reads a Txn or the store)."""
+    seq = _delivered_seq(get(CF.MESSAGES, keys.message_key(topic, msg_id)))
+    raw = get(CF.INFLIGHT, keys.inflight_key(topic, group, seq)) if seq is not None else None
+    held = decode_inflight(raw) if raw is not None else None
+    if seq is None or held is None or held.state is not GroupState.DEAD:
+        raise MessageNotFound(f"{msg_id!r} from topic {topic!r} is not a dead letter of {group!r}")
+    return seq, held
 
 
 def _delivered_seq(raw: bytes | None) -> int | None:
@@ -473,6 +481,12 @@ def group_view(store: RocksStore, topic: str, group: str, msg_id: str) -> GroupV
     held = decode_inflight(raw)
     visible = held.deadline_ms if held.state in _TIMED else None
     return GroupView(_STATE_NAMES[held.state], held.attempts, visible, held.last_failure_ms or None)
+
+
+def dead_letter(store: RocksStore, topic: str, group: str, msg_id: str) -> DeadLetter:
+    """One dead letter of ``group`` from ``topic``; MessageNotFound unless it is one."""
+    _, held = _dead(store.get, topic, group, msg_id)
+    return DeadLetter(msg_id, held.attempts, held.last_failure_ms, held.deadline_ms)
 
 
 def dead_letters(

@@ -42,3 +42,21 @@ class Histogram:
         """Per-bucket counts (not cumulative, the last above every bound) and the sum."""
         with self._lock:
             return list(self._counts), self._sum
+
+    @property
+    def count(self) -> int:
+        return sum(self.snapshot()[0])
+
+    def quantile(self, q: float) -> float | None:
+        """The upper bound of the bucket holding the q-quantile: None when nothing was
+        observed; the last bound (a floor) when it lies above every bound."""
+        counts, _ = self.snapshot()
+        total = sum(counts)
+        if not total:
+            return None
+        rank, seen = q * total, 0
+        for bound, n in zip(self.bounds, counts, strict=False):  # not the one above all
+            seen += n
+            if seen >= rank:
+                return float(bound)
+        return float(self.bounds[-1])

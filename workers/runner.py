@@ -291,6 +291,9 @@ class Engine:
     def group_view(self, topic: str, group: str, msg_id: str) -> consume.GroupView:
         return consume.group_view(self.store, topic, group, msg_id)
 
+    def dead_letter(self, topic: str, group: str, msg_id: str) -> DeadLetter:
+        return consume.dead_letter(self.store, topic, group, msg_id)
+
     def dead_letters(
         self, topic: str, group: str, after: bytes | None, limit: int
     ) -> tuple[list[tuple[bytes, DeadLetter]], bool]:

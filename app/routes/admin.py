@@ -16,10 +16,12 @@ from app.routes.common import (
     decode_cursor,
     encode_cursor,
     json_response,
+    message_fields,
     parse,
 )
-from app.schemas import DeadLetterPage, RedriveResult
+from app.schemas import DeadLetterDetail, DeadLetterPage, RedriveResult
 from storage import keys
+from storage.errors import MessageNotFound
 from workers.retry import GroupSettings
 
 router = APIRouter(
@@ -81,6 +83,37 @@ async def list_dead_letters(
     if more and found:
         page["next_cursor"] = encode_cursor(keys.dead_position(found[-1][0]))
     return json_response(page)
+
+
+@router.get(
+    "/dlq/{msg_id}",
+    operation_id="get_dead_letter",
+    summary="One dead letter with its body and properties",
+    responses=replies(
+        {200: DeadLetterDetail},
+        *V1,
+        404,
+        why={404: "Not a dead letter of this group from this topic"},
+    ),
+)
+async def get_dead_letter(
+    topic: TopicPath, group: GroupPath, msg_id: MsgIdPath, request: Request
+) -> Response:
+    engine = engine_of(request)
+    dead = engine.dead_letter(topic, group, msg_id)
+    record = engine.status(topic, msg_id).record
+    if record is None:  # swept from the topic log at the same instant
+        raise MessageNotFound(f"{msg_id!r} from topic {topic!r} is not a dead letter of {group!r}")
+    detail = message_fields(record)
+    detail.update(
+        topic=topic,
+        group=group,
+        msg_id=msg_id,
+        attempts=dead.attempts,
+        last_failure_ms=dead.last_failure_ms,
+        dead_at_ms=dead.dead_at_ms,
+    )
+    return json_response(detail)
 
 
 @router.post(

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.errors import invalid
 from storage.errors import InvalidInput, UnsupportedMediaType
+from storage.records import BodyEncoding, MessageRecord
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -70,3 +71,22 @@ def decode_cursor(cursor: str | None) -> bytes | None:
     if not raw:
         raise bad_cursor()
     return raw
+
+
+def message_fields(rec: MessageRecord) -> dict[str, Any]:
+    """What every reply showing a message carries: id, body (utf8 or base64), properties,
+    tag and due time."""
+    if rec.body_encoding is BodyEncoding.BASE64:
+        body, encoding = base64.b64encode(rec.body).decode(), "base64"
+    else:
+        body, encoding = rec.body.decode(), "utf8"
+    out: dict[str, Any] = {
+        "msg_id": rec.msg_id,
+        "body": body,
+        "body_encoding": encoding,
+        "properties": rec.properties,
+        "deliver_at_ms": rec.deliver_at_ms,
+    }
+    if rec.tag is not None:
+        out["tag"] = rec.tag
+    return out

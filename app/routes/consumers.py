@@ -3,7 +3,6 @@ group settings read (api.md, Consumer)."""
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -13,7 +12,7 @@ from app.config import Settings
 from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic
 from app.fastpath import fast_route
 from app.openapi import BODY, V1, WRITE, json_body, replies
-from app.routes.common import json_response, parse
+from app.routes.common import json_response, message_fields, parse
 from app.schemas import (
     AckRequest,
     AckResult,
@@ -25,7 +24,6 @@ from app.schemas import (
     ReceiveRequest,
     ReceiveResult,
 )
-from storage.records import BodyEncoding
 from workers.consume import Received
 from workers.retry import GroupSettings
 from workers.runner import Engine
@@ -38,23 +36,11 @@ router = APIRouter(
 
 def _received(topic: str, got: Received) -> dict[str, Any]:
     rec = got.record
-    if rec.body_encoding is BodyEncoding.BASE64:
-        body, encoding = base64.b64encode(rec.body).decode(), "base64"
-    else:
-        body, encoding = rec.body.decode(), "utf8"
-    out: dict[str, Any] = {
-        "topic": topic,
-        "msg_id": rec.msg_id,
-        "body": body,
-        "body_encoding": encoding,
-        "properties": rec.properties,
-        "deliver_at_ms": rec.deliver_at_ms,
-        "delivered_at_ms": rec.delivered_at_ms,
-        "attempt": got.attempt,
-        "receipt": got.receipt,
-    }
-    if rec.tag is not None:
-        out["tag"] = rec.tag
+    out = message_fields(rec)
+    out["topic"] = topic
+    out["delivered_at_ms"] = rec.delivered_at_ms
+    out["attempt"] = got.attempt
+    out["receipt"] = got.receipt
     if rec.topic != topic:
         out["source_topic"] = rec.topic
     return out

@@ -130,9 +130,15 @@ def test_tail_settings_dead_letters(run: Run, topic: str, server: Server) -> Non
     assert run.json("status", topic, last, "--group", "g")[0]["state"] == "inflight"
 
     out, _ = run("settings", topic, "g")
-    assert out.split() == ["max_attempts", "16", "retry", "levels"]
+    assert out.split() == ["max_attempts", "16", "filter", "*", "retry", "levels"]
+    run("settings", topic, "g", "--filter", "T || U")
     (changed,) = run.json("settings", topic, "g", "--max-attempts", "1", "--retry", "fixed")
-    assert changed == {"max_attempts": 1, "retry": "fixed", "retry.interval_ms": 10_000}
+    assert changed == {
+        "max_attempts": 1,
+        "filter": "T || U",  # kept: only what the options name changes
+        "retry": "fixed",
+        "retry.interval_ms": 10_000,
+    }
 
     # A failed attempt (nack through the API) sends it to the DLQ: max_attempts is 1 now.
     run("send", topic, "doomed", "--id", "d1")
@@ -241,3 +247,34 @@ def test_topics_and_groups(run: Run, topic: str) -> None:
     out, _ = run("groups", topic)
     assert out.split()[6:9] == ["g1", "0", "1"]
     assert run("groups", "t-none")[0] == "no groups yet\n"
+
+
+def test_pipeline_jobs_get_the_arguments_and_the_url(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """load / report / audit run python -m pipeline.<job> with the arguments as given and
+    the CLI's --url; the job's exit code is the command's (the Spark runs: tests/pipeline)."""
+    url = f"http://127.0.0.1:{free_port()}"
+    rows = tmp_path / "rows.csv"
+    rows.write_text("body\nx\n")
+    args = ["--input", str(rows), "--format", "csv", "--rejects", str(tmp_path / "rejects")]
+    assert main(["--url", url, "load", *args]) == 2
+    assert (
+        capfd.readouterr().err
+        == f"error: cannot reach the service at {url}: [Errno 111] Connection refused\n"
+    )
+    assert main(["audit", "--help"]) == 0
+    assert capfd.readouterr().out.startswith("usage: python -m pipeline.audit")
+
+
+def test_reschedule(run: Run, topic: str) -> None:
+    run("send", topic, "later", "--id", "r1", "--delay", "1h")
+    (moved,) = run.json("reschedule", topic, "r1", "--delay", "2h")
+    assert run.json("status", topic, "r1")[0]["deliver_at_ms"] == moved["deliver_at_ms"]
+    out, _ = run("reschedule", topic, "r1", "--at", "2030-01-31T09:00:00Z")
+    assert out.startswith(f"rescheduled: {topic}/r1 for 2030-01-31 09:00:00 UTC (in ")
+    _, err = run("reschedule", topic, "r1", code=Exit.USAGE)
+    assert "give one" in err
+    run("cancel", topic, "r1")
+    _, err = run("reschedule", topic, "r1", "--delay", "1s", code=Exit.REFUSED)
+    assert err.startswith("rocktimer: 409 Conflict")

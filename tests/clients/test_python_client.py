@@ -31,6 +31,7 @@ from rocktimer_client.api.producer import (
     cancel_message,
     get_message,
     list_messages,
+    reschedule_message,
     send_message,
     send_messages,
 )
@@ -58,6 +59,7 @@ from rocktimer_client.models import (
     ReceiveRequest,
     ReceiveResult,
     RedriveResult,
+    RescheduleMessage,
     SendBatch,
     SendMessage,
     SendMessagePropertiesType0,
@@ -108,6 +110,13 @@ def test_send_status_cancel(client: Client, topic: str) -> None:
     assert view.properties.to_dict() == {"order": "42"}
     assert view.deliver_at_ms == sent.deliver_at_ms
     assert isinstance(view.delivered_at_ms, type(UNSET))
+
+    two_hours = RescheduleMessage(delay_ms=7_200_000)
+    moved = reschedule_message.sync_detailed(topic, "order-42", client=client, body=two_hours)
+    assert ok(moved, 200, SendResult).deliver_at_ms > sent.deliver_at_ms
+    both = RescheduleMessage(delay_ms=1, delay_level=1)
+    refused_body = reschedule_message.sync_detailed(topic, "order-42", client=client, body=both)
+    assert ok(refused_body, 422, Problem).status == 422
 
     cancelled = cancel_message.sync_detailed(topic, "order-42", client=client)
     assert ok(cancelled, 200, CancelResult).state == "cancelled"

@@ -214,6 +214,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/topics/{topic}/groups/{group}/dlq/{msg_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One dead letter with its body and properties */
+        get: operations["get_dead_letter"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/topics/{topic}/groups/{group}/dlq/{msg_id}/redrive": {
         parameters: {
             query?: never;
@@ -316,6 +333,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's role (any valid API key; admin when the service is open) */
+        get: operations["who_am_i"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Overview for the console: pending, delivered, lateness, due in the next hour */
+        get: operations["get_stats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -362,6 +413,39 @@ export interface components {
             /** Cancelled At Ms */
             cancelled_at_ms: number;
         };
+        /**
+         * DeadLetterDetail
+         * @description A dead letter with the message itself, for inspection before a redrive.
+         */
+        DeadLetterDetail: {
+            /** Topic */
+            topic: string;
+            /** Msg Id */
+            msg_id: string;
+            /** Attempts */
+            attempts: number;
+            /** Last Failure Ms */
+            last_failure_ms: number;
+            /** Dead At Ms */
+            dead_at_ms: number;
+            /** Group */
+            group: string;
+            /** Body */
+            body: string;
+            /**
+             * Body Encoding
+             * @enum {string}
+             */
+            body_encoding: "utf8" | "base64";
+            /** Properties */
+            properties: {
+                [key: string]: string;
+            };
+            /** Tag */
+            tag?: string;
+            /** Deliver At Ms */
+            deliver_at_ms: number;
+        };
         /** DeadLetterItem */
         DeadLetterItem: {
             /** Topic */
@@ -381,6 +465,15 @@ export interface components {
             items: components["schemas"]["DeadLetterItem"][];
             /** Next Cursor */
             next_cursor?: string;
+        };
+        /** DueAhead */
+        DueAhead: {
+            /** Bucket Ms */
+            bucket_ms: number;
+            /** Counts */
+            counts: number[];
+            /** Capped */
+            capped: boolean;
         };
         /**
          * ExponentialPolicy
@@ -517,10 +610,32 @@ export interface components {
             /** Due Backlog Oldest Ms */
             due_backlog_oldest_ms?: number;
         };
+        /**
+         * Identity
+         * @description Who the caller is: the role of its API key, or admin when the service is open.
+         */
+        Identity: {
+            /**
+             * Role
+             * @enum {string}
+             */
+            role: "producer" | "consumer" | "admin";
+            /** Open */
+            open: boolean;
+        };
         /** InvisibilityResult */
         InvisibilityResult: {
             /** Receipt */
             receipt: string;
+        };
+        /** LatenessSummary */
+        LatenessSummary: {
+            /** Count */
+            count: number;
+            /** P50 Ms */
+            p50_ms?: number;
+            /** P99 Ms */
+            p99_ms?: number;
         };
         /**
          * LevelsPolicy
@@ -701,6 +816,24 @@ export interface components {
             deliver_at_ms: number;
             /** Created At Ms */
             created_at_ms: number;
+        };
+        /**
+         * Stats
+         * @description The console's overview, in one cheap call (bounded work, never a count of the store).
+         */
+        Stats: {
+            /** Now Ms */
+            now_ms: number;
+            /** Pending Timers */
+            pending_timers: number;
+            /** Delivered Total */
+            delivered_total: number;
+            /** Writer Queue */
+            writer_queue: number;
+            /** Long Polls */
+            long_polls: number;
+            lateness: components["schemas"]["LatenessSummary"];
+            due_ahead: components["schemas"]["DueAhead"];
         };
         /**
          * TopicItem
@@ -2595,6 +2728,80 @@ export interface operations {
             };
         };
     };
+    get_dead_letter: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Topic name (% as %25) */
+                topic: string;
+                /** @description Consumer group name */
+                group: string;
+                /** @description Message id (uniq key) */
+                msg_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeadLetterDetail"];
+                };
+            };
+            /** @description No API key, or an unknown one (only when ROCKTIMER_API_KEYS is set). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key's role may not call this operation. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not a dead letter of this group from this topic */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field, path or query parameter is invalid: `errors` names each one and why. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The store is failing or the service is stopping: retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     redrive_dead_letter: {
         parameters: {
             query?: never;
@@ -2876,6 +3083,93 @@ export interface operations {
                 };
                 content: {
                     "text/plain": string;
+                };
+            };
+        };
+    };
+    who_am_i: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Identity"];
+                };
+            };
+            /** @description No API key, or an unknown one (only when ROCKTIMER_API_KEYS is set). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_stats: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Stats"];
+                };
+            };
+            /** @description No API key, or an unknown one (only when ROCKTIMER_API_KEYS is set). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key's role may not call this operation. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field, path or query parameter is invalid: `errors` names each one and why. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The store is failing or the service is stopping: retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };

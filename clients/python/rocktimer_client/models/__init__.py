@@ -6,8 +6,12 @@ from .batch_item_result import BatchItemResult
 from .batch_item_result_state import BatchItemResultState
 from .batch_result import BatchResult
 from .cancel_result import CancelResult
+from .dead_letter_detail import DeadLetterDetail
+from .dead_letter_detail_body_encoding import DeadLetterDetailBodyEncoding
+from .dead_letter_detail_properties import DeadLetterDetailProperties
 from .dead_letter_item import DeadLetterItem
 from .dead_letter_page import DeadLetterPage
+from .due_ahead import DueAhead
 from .exponential_policy import ExponentialPolicy
 from .field_error import FieldError
 from .fixed_policy import FixedPolicy
@@ -18,8 +22,11 @@ from .group_message_state_state import GroupMessageStateState
 from .group_page import GroupPage
 from .group_settings import GroupSettings
 from .health import Health
+from .identity import Identity
+from .identity_role import IdentityRole
 from .invisibility_request import InvisibilityRequest
 from .invisibility_result import InvisibilityResult
+from .lateness_summary import LatenessSummary
 from .levels_policy import LevelsPolicy
 from .message_page import MessagePage
 from .message_view import MessageView
@@ -52,6 +59,7 @@ from .send_message_body_encoding import SendMessageBodyEncoding
 from .send_message_properties_type_0 import SendMessagePropertiesType0
 from .send_result import SendResult
 from .send_result_state import SendResultState
+from .stats import Stats
 from .topic_item import TopicItem
 from .topic_page import TopicPage
 
@@ -62,8 +70,12 @@ __all__ = (
     "BatchItemResultState",
     "BatchResult",
     "CancelResult",
+    "DeadLetterDetail",
+    "DeadLetterDetailBodyEncoding",
+    "DeadLetterDetailProperties",
     "DeadLetterItem",
     "DeadLetterPage",
+    "DueAhead",
     "ExponentialPolicy",
     "FieldError",
     "FixedPolicy",
@@ -74,8 +86,11 @@ __all__ = (
     "GroupPage",
     "GroupSettings",
     "Health",
+    "Identity",
+    "IdentityRole",
     "InvisibilityRequest",
     "InvisibilityResult",
+    "LatenessSummary",
     "LevelsPolicy",
     "MessagePage",
     "MessageView",
@@ -108,6 +123,7 @@ __all__ = (
     "SendMessagePropertiesType0",
     "SendResult",
     "SendResultState",
+    "Stats",
     "TopicItem",
     "TopicPage",
 )

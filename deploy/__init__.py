@@ -1,0 +1,1 @@
+"""Container deployment: the lock files the images install from and the compose smoke test."""
