@@ -147,6 +147,11 @@ def group_key(topic: str, group: str) -> bytes:
     return b"group" + SEP + topic.encode() + SEP + group.encode()
 
 
+def filter_history_key(topic: str, group: str) -> bytes:
+    """The group's earlier tag filters, each with the cursor position where it ended."""
+    return b"filters" + SEP + topic.encode() + SEP + group.encode()
+
+
 # --- tag index (logs): %TAG%topic ‖ 0x00 ‖ blake2b-8(tag) ‖ u64be(seq), value empty --------
 # A topic log's entries by tag, so that a filtered group reads what matches, not all. The
 # tag goes in hashed: fixed length (a tag may hold any character); a collision only makes

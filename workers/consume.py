@@ -18,6 +18,8 @@ import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
+import orjson
+
 from storage import keys
 from storage.errors import MessageNotFound, ReceiptRejected
 from storage.events import EventKind
@@ -34,6 +36,7 @@ from storage.records import (
     encode_dead,
     encode_inflight,
     record_is_base64,
+    record_tag,
     stamp_delivered,
 )
 from storage.store import CF, RocksStore
@@ -405,7 +408,18 @@ def _filter_of(raw: bytes | None) -> str:
     return decode_settings(raw).filter
 
 
+FILTER_HISTORY = 64  # earlier filters remembered per group (to name what they passed over)
+
+
 def put_group_settings(txn: Txn, topic: str, group: str, settings: GroupSettings) -> None:
+    old = group_settings(txn, topic, group)
+    if old.filter != settings.filter:  # what the old filter passed over stays filtered
+        cursor = txn.get(CF.META, keys.cursor_key(keys.topic_lane(topic), group))
+        slot = keys.filter_history_key(topic, group)
+        raw = txn.get(CF.META, slot)
+        history = orjson.loads(raw) if raw else []
+        history.append([keys.read_u64(cursor) if cursor else 0, old.filter])
+        txn.put(CF.META, slot, orjson.dumps(history[-FILTER_HISTORY:]))
     txn.put(CF.META, keys.group_key(topic, group), encode_settings(settings))
     txn.sync = True
 
@@ -432,6 +446,22 @@ _STATE_NAMES = {
 _TIMED = (GroupState.INFLIGHT, GroupState.RETRYING, GroupState.READY)  # deadline = next visible
 
 
+def _passed_over(store: RocksStore, topic: str, group: str, seq: int) -> bool:
+    """Whether the filter in force when the group's cursor passed the logged message did
+    not take it (retention keeps no record of what it swept: that is not filtered)."""
+    record = store.get(CF.LOGS, keys.log_key(keys.topic_lane(topic), seq))
+    if record is None:
+        return False
+    expression = _filter_of(store.get(CF.META, keys.group_key(topic, group)))
+    raw = store.get(CF.META, keys.filter_history_key(topic, group))
+    for ended_at, earlier in orjson.loads(raw) if raw else []:
+        if seq < ended_at:  # the cursor passed it while this earlier filter was set
+            expression = earlier
+            break
+    wanted = tagfilter.tags(expression)
+    return wanted is not None and record_tag(record) not in wanted
+
+
 def group_view(store: RocksStore, topic: str, group: str, msg_id: str) -> GroupView:
     """The message as ``group`` sees it; MessageNotFound if the group never saw it."""
     seq = _delivered_seq(store.get(CF.MESSAGES, keys.message_key(topic, msg_id)))
@@ -442,13 +472,11 @@ def group_view(store: RocksStore, topic: str, group: str, msg_id: str) -> GroupV
     raw = store.get(CF.INFLIGHT, keys.inflight_key(topic, group, seq))
     if raw is None:
         if cursor is not None and keys.read_u64(cursor) > seq:
-            # Passed by the group's cursor without a record: its filter did not match then
-            # (a later filter change never brings it back), or, with no filter, retention
-            # ended the group's record of it (acked, or a dead letter past its retention).
-            settings = store.get(CF.META, keys.group_key(topic, group))
-            if tagfilter.tags(_filter_of(settings)) is None:
-                raise MessageNotFound(f"group {group!r} no longer holds a record of {msg_id!r}")
-            return GroupView("filtered", 0, None, None)
+            # Passed by the group's cursor with no record: its filter passed it over, or
+            # retention took the group's record (then it is no longer the group's).
+            if _passed_over(store, topic, group, seq):
+                return GroupView("filtered", 0, None, None)
+            raise MessageNotFound(f"group {group!r} no longer holds a record of {msg_id!r}")
         return GroupView("pending", 0, None, None)
     held = decode_inflight(raw)
     visible = held.deadline_ms if held.state in _TIMED else None

@@ -43,9 +43,9 @@ EXPECTED_OPERATIONS = {
     "get_schedule",
     "list_schedules",
     "delete_schedule",
+    "get_stats",
     "get_dead_letter",
     "who_am_i",
-    "get_stats",
 }
 
 
