@@ -135,7 +135,7 @@ def test_sigkill_mid_retry_cycle_keeps_attempts_and_due_times(
     assert before["state"] == "retrying"
     assert before["attempts"] == 2
     again = fresh_server(data)
-    with httpx.Client(base_url=again.url, timeout=10) as c:
+    with httpx.Client(base_url=again.url, timeout=40) as c:  # the long poll below: 25 s
         after = c.get(f"{group_url('t', 'g')}/messages/m").json()
         assert after == before, "attempts and the next visible time survive the crash"
         got = receive(c, "t", "g", wait_ms=25_000)
