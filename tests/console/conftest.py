@@ -31,7 +31,9 @@ PHONE = {"width": 390, "height": 844}
 KEYS = {"admin-key": "admin", "consumer-key": "consumer", "producer-key": "producer"}
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: while Playwright's sync API is open it keeps an asyncio loop
+# running on the main thread, and every later test that calls asyncio.run() would fail.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     path = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
     if path is None:
