@@ -85,12 +85,19 @@ class Reply(NamedTuple):
     text: str
 
 
+GET_TRIES = 3  # a GET changes nothing: a keep-alive connection closed as it was reused is retried
+
+
 def call(client: httpx.Client, method: str, url: str, body: Any = None) -> Reply | None:
     """One request; None when the connection failed or died (the outcome is unknown)."""
-    try:
-        r = client.request(method, url, json=body)
-    except httpx.TransportError:
-        return None
+    for tries_left in reversed(range(GET_TRIES if method == "GET" else 1)):
+        try:
+            r = client.request(method, url, json=body)
+            break
+        except httpx.TransportError:
+            if not tries_left:
+                return None
+            time.sleep(0.05)
     try:
         parsed = r.json()
     except ValueError:
