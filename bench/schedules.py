@@ -69,7 +69,8 @@ def _one(n: int) -> tuple[list[float], int]:
         start = loader.now_ms() + PUT_LEAD_MS + n * 1_000 // PUTS_PER_S_FLOOR
         run(lambda: _put_all(service.port, n, start))
         window = (start + MINUTE_MS, start + 2 * MINUTE_MS)
-        time.sleep(max(0.0, (window[1] - loader.now_ms()) / 1000))
+        with process.Profile(service.pid, f"schedules-{n}"):
+            time.sleep(max(0.0, (window[1] - loader.now_ms()) / 1000))
         late: list[float] = []
 
         def on_batch(messages: list[dict[str, Any]], _r: object) -> None:
