@@ -233,10 +233,12 @@ class Writer(_Loop):
     def submit_parts(
         self, parts: Sequence[tuple[Callable[[Txn], T], int]], *, durable: bool, grows: bool = False
     ) -> list[asyncio.Future[T]]:
-        """Queue one client request's work in parts, each ``(fn, weight)`` an op of its own:
-        a move of due timers waits behind one part at most. The parts are queued together
-        or refused together (Overloaded), so no request is left half queued; they run in
-        order, on the writer thread (a request worth parts is worth the two hand-offs)."""
+        """Submit one client request's work in parts, each ``(fn, weight)`` an op of its own
+        (a batch send of 1000 in parts of GROUP_COMMIT_MAX_ITEMS), so that a move of due
+        timers waits behind one part at most. Accepted or refused (Overloaded) as a whole:
+        no request is left half done. Parts run inline, as ``submit``'s, while the writer
+        stays idle; once anything else is queued (a move that fell due meanwhile), the rest
+        queue behind it."""
         loop = asyncio.get_running_loop()
         ops = [_Op(fn, durable, loop.create_future(), grows, weight) for fn, weight in parts]
         with self._cond:
@@ -244,8 +246,12 @@ class Writer(_Loop):
                 raise WriterStopped("the service is shutting down")
             if len(self._clients) >= self.queue_size:
                 raise Overloaded()
-            self._clients.extend(ops)
-            self._cond.notify()
+        for i, op in enumerate(ops):
+            if not self._run_inline(op):
+                with self._cond:
+                    self._clients.extend(ops[i:])
+                    self._cond.notify()
+                break
         return [op.future for op in ops]  # type: ignore[misc]
 
     def call(
