@@ -7,15 +7,15 @@ import asyncio
 import contextlib
 import logging
 import queue
-import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from storage import keys
 from storage.records import DeadLetter, MessageRecord
 from storage.store import CF, RocksStore
-from workers import browse, consume, messages, schedules
+from workers import browse, consume, gil, messages, schedules
 from workers.clock import Clock, RealClock
 from workers.deliverer import Deliverer
 from workers.exporter import Exporter
@@ -27,15 +27,9 @@ from workers.scanner import PUT_QUEUE_CHUNKS, SCAN_CHUNK, Chunk, Scanner
 from workers.sweeper import Sweeper
 from workers.timers.schedule import Schedule
 from workers.txn import Txn
-from workers.writer import Writer
+from workers.writer import GROUP_COMMIT_MAX_ITEMS, Writer
 
 log = logging.getLogger("rocktimer.engine")
-
-# How long a thread may hold the GIL while another wants it (CPython's default is 5 ms).
-# The event loop parsing a batch send is pure Python; at 5 ms, each of the hand-offs a due
-# timer makes (scanner, deliverer, writer) could wait that long for the GIL (py-spy of
-# bench figure 10). Switching costs a few µs, and only when threads contend.
-GIL_SWITCH_INTERVAL_S = 0.0005
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +109,7 @@ class Engine:
         self.started = False
 
     def start(self) -> None:
-        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+        gil.coarse()  # the scanner makes it fine while timers fall due (workers/gil.py)
         self.writer.start()
         self.deliverer.start()
         self.scanner.start()
@@ -164,14 +158,32 @@ class Engine:
     async def send_batch(
         self, recs: Sequence[MessageRecord | None], fresh_ids: Sequence[bool] = ()
     ) -> list[ItemOutcome | None]:
-        """One op, one commit: each item succeeds or fails alone (None items are skipped)."""
-        return await self.writer.submit(
-            lambda txn: messages.send_many(txn, recs, fresh_ids),
-            durable=True,
-            grows=True,
-            inline=True,
-            weight=len(recs),
+        """Each item succeeds or fails alone (None items are skipped). The writer takes the
+        batch in parts of GROUP_COMMIT_MAX_ITEMS (so due timers never wait for all of it);
+        a part that fails as a whole (the disk filled up meanwhile) fails its items."""
+        size = GROUP_COMMIT_MAX_ITEMS
+        cuts = range(0, len(recs), size)
+        parts = [
+            (
+                partial(
+                    messages.send_many, recs=recs[i : i + size], fresh_ids=fresh_ids[i : i + size]
+                ),
+                len(recs[i : i + size]),
+            )
+            for i in cuts
+        ]
+        done = await asyncio.gather(
+            *self.writer.submit_parts(parts, durable=True, grows=True), return_exceptions=True
         )
+        out: list[ItemOutcome | None] = []
+        for i, part in zip(cuts, done, strict=True):
+            if isinstance(part, BaseException):
+                if not isinstance(part, Exception):
+                    raise part
+                out.extend(None if r is None else part for r in recs[i : i + size])
+            else:
+                out.extend(part)
+        return out
 
     async def cancel(self, topic: str, msg_id: str) -> messages.CancelOutcome:
         return await self.writer.submit(
