@@ -34,8 +34,8 @@ from bench import process, report, scale
 from storage import store
 from storage.records import MessageRecord
 from storage.store import CF
-from workers.exporter import EVENTS_DIR
 from workers.clock import FakeClock
+from workers.exporter import EVENTS_DIR
 from workers.retry import FixedPolicy, GroupSettings
 from workers.runner import Engine, EngineConfig
 
