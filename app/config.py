@@ -54,6 +54,8 @@ class Settings(BaseSettings):
     # Deliveries this far behind (the oldest due timer not yet in its topic log): sends
     # get 429 + Retry-After and /readyz says "lagging", until back under half of it.
     due_backlog_limit_ms: int = Field(ENGINE_DEFAULTS["due_backlog_limit_ms"], ge=1)
+    # A stream with nothing to send says ": keep-alive" this often (proxies drop idle ones).
+    stream_keepalive_ms: int = Field(15_000, ge=10)
     api_keys: dict[str, Role] = Field(default_factory=dict)
 
     @cached_property

@@ -129,6 +129,7 @@ class EngineCollector(Collector):
         yield GaugeMetricFamily(
             "rocktimer_long_polls", "Receivers waiting in a long poll", e.long_polls.waiting
         )
+        yield GaugeMetricFamily("rocktimer_streams", "Streaming receives open", len(e.streams))
         yield GaugeMetricFamily(
             "rocktimer_due_backlog_timers",
             "Due timers not yet in their topic log (those not yet scanned: up to "

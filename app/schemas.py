@@ -179,10 +179,13 @@ class CancelResult(_Reply):
     cancelled_at_ms: int
 
 
+INVISIBLE_MS_MIN, INVISIBLE_MS_MAX = 1_000, 43_200_000  # how long a receive holds (1 s..12 h)
+
+
 class ReceiveRequest(_Strict):
     max_messages: Annotated[int, Field(ge=1, le=MAX_BATCH)] = 16
     wait_ms: Annotated[int, Field(ge=0, le=30_000)] = 0
-    invisible_ms: Annotated[int, Field(ge=1_000, le=43_200_000)] = 30_000
+    invisible_ms: Annotated[int, Field(ge=INVISIBLE_MS_MIN, le=INVISIBLE_MS_MAX)] = 30_000
 
 
 class ReceivedMessage(_Reply):
@@ -235,7 +238,7 @@ class NackResult(_Reply):
 
 class InvisibilityRequest(_Strict):
     receipt: Receipt
-    invisible_ms: Annotated[int, Field(ge=1_000, le=43_200_000)]
+    invisible_ms: Annotated[int, Field(ge=INVISIBLE_MS_MIN, le=INVISIBLE_MS_MAX)]
 
 
 class InvisibilityResult(_Reply):

@@ -9,7 +9,7 @@ import logging
 import queue
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from storage import keys
@@ -24,6 +24,7 @@ from workers.lag import DeliveryLag
 from workers.notify import LongPolls, Parked
 from workers.retry import GroupSettings, decode_settings
 from workers.scanner import PUT_QUEUE_CHUNKS, SCAN_CHUNK, Chunk, Scanner
+from workers.streams import Streams
 from workers.sweeper import Sweeper
 from workers.timers.schedule import Schedule
 from workers.txn import Txn
@@ -72,6 +73,7 @@ class Engine:
         self.store = RocksStore(config.data_dir)
         self.store.secret(keys.RECEIPT_SECRET_KEY)  # made now, before any worker runs
         self.long_polls = LongPolls()
+        self.streams = Streams()
         # delivered - max(deliver_at, accepted_at) of every delivery, and the events of
         # consumption (acks, nacks, expiries, dead_letters, redrives) since start.
         self.lateness_ms = Histogram(LATENESS_BUCKETS_MS)
@@ -242,38 +244,76 @@ class Engine:
             if got or self.long_polls.closed or self.clock.now_ms() >= deadline:
                 return got
 
+    async def stream(
+        self, topic: str, group: str, invisible_ms: int, max_in_flight: int, idle_ms: int
+    ) -> AsyncIterator[list[consume.Received]]:
+        """The messages of one stream, each batch the moment it is visible, never more than
+        ``max_in_flight`` unsettled (workers/streams.py); an empty batch after ``idle_ms``
+        with nothing to send (the caller's keep-alive). Ends at a stop."""
+        with self.streams.open(max_in_flight) as stream:
+            quiet_since = self.clock.now_ms()
+            while not self.streams.closed:
+                now = self.clock.now_ms()
+                self.streams.expire(stream, now)
+                idle_end = quiet_since + idle_ms
+                if now >= idle_end:
+                    quiet_since = now
+                    yield []
+                elif stream.free:
+                    got = await self.receive(
+                        topic, group, stream.free, idle_end - now, invisible_ms
+                    )
+                    if got:
+                        quiet_since = self.clock.now_ms()
+                        for one in got:  # a deadline no earlier than the engine's own
+                            self.streams.hand_out(stream, one.receipt, quiet_since + invisible_ms)
+                        yield got
+                else:  # full: until a slot is settled, or expires, or it is time to say so
+                    stream.freed.clear()
+                    until = min(idle_end, stream.next_expiry() or idle_end)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stream.freed.wait(), (until - now) / 1000)
+
     def release_long_polls(self) -> None:
-        """Answer every waiting long poll now, empty, and let none wait from now on: the
-        first step of a stop (on the event loop, which the parked receives wait on)."""
+        """Answer every waiting long poll now, empty, let none wait from now on, and end
+        every stream: the first step of a stop (on the event loop, which the parked
+        receives wait on)."""
+        self.streams.close()
         for parked in self.long_polls.close():
             if not parked.future.done():
                 parked.future.set_result([])
 
     async def ack(self, topic: str, group: str, receipts: list[str]) -> list[str]:
-        return await self.writer.submit(
+        statuses = await self.writer.submit(
             lambda txn: consume.ack(txn, topic, group, receipts),
             durable=True,
             inline=True,
             weight=len(receipts),
         )
+        self.streams.settled(receipts)
+        return statuses
 
     async def nack(
         self, topic: str, group: str, receipts: list[str], delay_ms: int | None
     ) -> list[str]:
-        return await self.writer.submit(
+        statuses = await self.writer.submit(
             lambda txn: consume.nack(txn, topic, group, receipts, delay_ms),
             durable=True,
             inline=True,
             weight=len(receipts),
         )
+        self.streams.settled(receipts)
+        return statuses
 
     async def change_invisibility(
         self, topic: str, group: str, receipt: str, invisible_ms: int
     ) -> str:
-        return await self.writer.submit(
+        renewed = await self.writer.submit(
             lambda txn: consume.change_invisibility(txn, topic, group, receipt, invisible_ms),
             durable=True,
         )
+        self.streams.renewed(receipt, renewed, self.clock.now_ms() + invisible_ms)
+        return renewed
 
     async def redrive(self, topic: str, group: str, msg_id: str) -> None:
         await self.writer.submit(
