@@ -111,6 +111,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/topics/{topic}/groups/{group}/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Receive messages as they become visible (server-sent events)
+         * @description Each message the moment it is visible, while fewer than ``max_in_flight`` are
+         *     unsettled (acked, nacked or expired); the stream ends when the client goes or the
+         *     server stops, and its unacked messages come back after ``invisible_ms``.
+         */
+        get: operations["stream_messages"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/topics/{topic}/groups/{group}/ack": {
         parameters: {
             query?: never;
@@ -2068,6 +2090,74 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before retrying */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The store is failing or the service is stopping: retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    stream_messages: {
+        parameters: {
+            query?: {
+                /** @description How long each is held */
+                invisible_ms?: number;
+                /** @description Most unacked messages at once */
+                max_in_flight?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Topic name (% as %25) */
+                topic: string;
+                /** @description Consumer group name */
+                group: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Server-sent events: each message as `event: message` and `data:` one receive item (the JSON of a `ReceivedMessage`, receipt included); a `: keep-alive` comment when nothing was sent for the keep-alive interval (15 s). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description No API key, or an unknown one (only when ROCKTIMER_API_KEYS is set). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key's role may not call this operation. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field, path or query parameter is invalid: `errors` names each one and why. */
+            422: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
