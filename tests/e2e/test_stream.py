@@ -8,6 +8,8 @@ import contextlib
 import queue
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -78,7 +80,9 @@ def stream(client: httpx.Client, topic: str, group: str = "g", **params: int) ->
         try:
             yield events
         finally:  # go away as a client would: the reader thread's recv ends with it
-            r.extensions["network_stream"].get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+            sock = r.extensions["network_stream"].get_extra_info("socket")
+            with contextlib.suppress(OSError):  # closed already: the server ended the stream
+                sock.shutdown(socket.SHUT_RDWR)
             events.reader.join(timeout=WAIT_S)
 
 
@@ -254,3 +258,27 @@ def test_sigterm_ends_open_streams_at_once(
     assert time.monotonic() - started < STOP_BOUND_S, "the streams held up the stop"
     srv.proc = None
     assert "Traceback" not in srv.logs()
+
+
+def test_the_readme_consumer_prints_and_acks(server: Server, topic: str) -> None:
+    """The README's ten-line stream consumer, run as written against a real server."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Streaming receive", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    code = code.replace("http://127.0.0.1:8080", server.url).replace("orders", topic)
+    with subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as consumer:
+        try:
+            with httpx.Client(base_url=server.url, timeout=40) as c:
+                send(c, topic, "a", "b")
+                assert consumer.stdout is not None
+                assert [consumer.stdout.readline() for _ in range(2)] == ["a a\n", "b b\n"]
+                until(lambda: _state(c, topic, "a") == _state(c, topic, "b") == "acked", "acked")
+        finally:
+            consumer.kill()
+
+
+def _state(client: httpx.Client, topic: str, msg_id: str) -> str:
+    state: str = client.get(f"/v1/topics/{topic}/groups/billing/messages/{msg_id}").json()["state"]
+    return state
