@@ -33,6 +33,7 @@ from bench import (
     send,
     soak,
     storm,
+    stream,
 )
 
 Figure = tuple[str, str, Callable[[], list[report.Row]]]
@@ -102,6 +103,13 @@ def figures(s: scale.Scale) -> list[Figure]:
         ("14", "filtered vs unfiltered receive", lambda: filtered.run_figure(filtered.size())),
         ("15", "soak", lambda: soak.run_figure(minutes=s.soak_minutes, profile=s.name)),
         ("16", "Spark pipeline", lambda: pipeline.run_figure(n=s.pipeline_n)),
+        (
+            "17",
+            "streaming receive",
+            lambda: stream.run_figure(
+                seconds=s.stream_seconds, streams=s.streams_open, probes=s.stream_probes
+            ),
+        ),
     ]
 
 

@@ -32,6 +32,9 @@ class Scale:
     ontime_seconds: float  # figure 10: each phase's window (timers due, loads running)
     soak_minutes: int  # figure 15: fake minutes of steady load
     pipeline_n: int  # figure 16: rows bulk-loaded, and events reported and audited
+    stream_seconds: float  # figure 17: how long 5k timers/s fall due for one stream
+    streams_open: int  # figure 17: streams held open at once
+    stream_probes: int  # figure 17: single messages due on one of the open streams
 
 
 QUICK = Scale(
@@ -49,6 +52,9 @@ QUICK = Scale(
     ontime_seconds=30,
     soak_minutes=60,
     pipeline_n=100_000,
+    stream_seconds=30,
+    streams_open=2_000,
+    stream_probes=500,
 )
 FULL = Scale(
     name="full",
@@ -65,6 +71,9 @@ FULL = Scale(
     ontime_seconds=60,
     soak_minutes=240,
     pipeline_n=10_000_000,
+    stream_seconds=60,
+    streams_open=2_000,
+    stream_probes=2_000,
 )
 
 _INT_OVERRIDES = {

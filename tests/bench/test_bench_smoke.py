@@ -30,6 +30,7 @@ from bench import (
     send,
     soak,
     storm,
+    stream,
 )
 from bench.stats import percentile, spread
 
@@ -247,3 +248,14 @@ def test_soak_figure_runs(tmp_path: Path) -> None:
     table = (tmp_path / "soak-smoke.md").read_text()
     assert table.count("\n| ") == 4 + 2  # header, then minutes 0..4
     assert (tmp_path / "soak-smoke.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.slow
+def test_stream_figure_runs() -> None:
+    rows = stream.run_figure(seconds=1, streams=20, probes=10, rate=300)
+    late, memory, probes = rows
+    assert late.notes.startswith("300/300 received")
+    assert late.ceiling.startswith(("Redis Lua poller p50 ", "redis: "))
+    assert memory.result.endswith(" MiB")
+    assert probes.notes.startswith("10/10 probes arrived (one stream: 10)")
+    rendered(rows)
