@@ -13,6 +13,7 @@ from fastapi.responses import Response, StreamingResponse
 from app.config import Settings
 from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic, settings_of
 from app.fastpath import fast_route
+from app.limits import HEAD_KEY
 from app.openapi import BODY, V1, WRITE, json_body, replies
 from app.routes.common import json_response, message_fields, parse
 from app.schemas import (
@@ -115,7 +116,7 @@ async def stream_messages(
     max_in_flight: Annotated[
         int, Query(ge=1, le=STREAM_MAX_IN_FLIGHT, description="Most unacked messages at once")
     ] = 100,
-) -> StreamingResponse:
+) -> Response:
     """Each message the moment it is visible, while fewer than ``max_in_flight`` are
     unsettled (acked, nacked or expired); the stream ends when the client goes or the
     server stops, and its unacked messages come back after ``invisible_ms``."""
@@ -129,6 +130,8 @@ async def stream_messages(
 
     # no-cache and no proxy buffering: each event must reach the client as it is sent
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    if request.scope.get(HEAD_KEY):  # the headers alone: no message is held for nobody
+        return Response(media_type="text/event-stream", headers=headers)
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
 

@@ -282,3 +282,12 @@ def test_the_readme_consumer_prints_and_acks(server: Server, topic: str) -> None
 def _state(client: httpx.Client, topic: str, msg_id: str) -> str:
     state: str = client.get(f"/v1/topics/{topic}/groups/billing/messages/{msg_id}").json()["state"]
     return state
+
+
+def test_head_answers_the_headers_and_holds_nothing(client: httpx.Client, topic: str) -> None:
+    send(client, topic, "a")
+    r = client.head(f"/v1/topics/{topic}/groups/g/stream")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/event-stream")
+    got = client.post(f"/v1/topics/{topic}/groups/g/receive", json={"wait_ms": 5000})
+    assert [(m["msg_id"], m["attempt"]) for m in got.json()["messages"]] == [("a", 1)]
