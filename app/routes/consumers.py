@@ -14,7 +14,7 @@ from app.config import Settings
 from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic, settings_of
 from app.fastpath import fast_route
 from app.limits import HEAD_KEY
-from app.openapi import BODY, V1, WRITE, json_body, replies
+from app.openapi import BODY, REF, V1, WRITE, json_body, replies
 from app.routes.common import json_response, message_fields, parse
 from app.schemas import (
     INVISIBLE_MS_MAX,
@@ -26,6 +26,7 @@ from app.schemas import (
     InvisibilityResult,
     NackRequest,
     NackResult,
+    ReceivedMessage,
     ReceiveRequest,
     ReceiveResult,
 )
@@ -83,6 +84,21 @@ _EVENTS_DOC = (
 )
 
 
+# What each event is (OpenAPI 3.1: a text/event-stream schema describes one event).
+_EVENT = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"const": "message"},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": {"$ref": REF.format(model=ReceivedMessage.__name__)},
+        },
+    },
+}
+
+
 def _events(topic: str, got: list[Received]) -> bytes:
     """One SSE event per message; none: the keep-alive comment."""
     if not got:
@@ -98,10 +114,7 @@ def _events(topic: str, got: list[Received]) -> bytes:
     summary="Receive messages as they become visible (server-sent events)",
     response_class=StreamingResponse,
     responses={
-        200: {
-            "description": _EVENTS_DOC,
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
-        },
+        200: {"description": _EVENTS_DOC, "content": {"text/event-stream": {"schema": _EVENT}}},
         **replies({}, *V1),
     },
 )

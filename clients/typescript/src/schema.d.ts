@@ -2134,7 +2134,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": string;
+                    "text/event-stream": {
+                        /** @constant */
+                        event: "message";
+                        data: string;
+                    };
                 };
             };
             /** @description No API key, or an unknown one (only when ROCKTIMER_API_KEYS is set). */

@@ -60,6 +60,7 @@ from .send_message_properties_type_0 import SendMessagePropertiesType0
 from .send_result import SendResult
 from .send_result_state import SendResultState
 from .stats import Stats
+from .stream_messages_response_200 import StreamMessagesResponse200
 from .topic_item import TopicItem
 from .topic_page import TopicPage
 
@@ -124,6 +125,7 @@ __all__ = (
     "SendResult",
     "SendResultState",
     "Stats",
+    "StreamMessagesResponse200",
     "TopicItem",
     "TopicPage",
 )

@@ -7,6 +7,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.problem import Problem
+from ...models.stream_messages_response_200 import StreamMessagesResponse200
 from ...types import UNSET, Response, Unset
 
 
@@ -38,9 +39,12 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Problem | str | None:
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Problem | StreamMessagesResponse200 | None:
     if response.status_code == 200:
-        response_200 = response.text
+        response_200 = StreamMessagesResponse200.from_dict(response.text)
+
         return response_200
 
     if response.status_code == 401:
@@ -69,7 +73,9 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
         return None
 
 
-def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Problem | str]:
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[Problem | StreamMessagesResponse200]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -85,7 +91,7 @@ def sync_detailed(
     client: AuthenticatedClient | Client,
     invisible_ms: int | Unset = 30000,
     max_in_flight: int | Unset = 100,
-) -> Response[Problem | str]:
+) -> Response[Problem | StreamMessagesResponse200]:
     """Receive messages as they become visible (server-sent events)
 
      Each message the moment it is visible, while fewer than ``max_in_flight`` are
@@ -103,7 +109,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[Problem | str]
+        Response[Problem | StreamMessagesResponse200]
     """
 
     kwargs = _get_kwargs(
@@ -127,7 +133,7 @@ def sync(
     client: AuthenticatedClient | Client,
     invisible_ms: int | Unset = 30000,
     max_in_flight: int | Unset = 100,
-) -> Problem | str | None:
+) -> Problem | StreamMessagesResponse200 | None:
     """Receive messages as they become visible (server-sent events)
 
      Each message the moment it is visible, while fewer than ``max_in_flight`` are
@@ -145,7 +151,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Problem | str
+        Problem | StreamMessagesResponse200
     """
 
     return sync_detailed(
@@ -164,7 +170,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient | Client,
     invisible_ms: int | Unset = 30000,
     max_in_flight: int | Unset = 100,
-) -> Response[Problem | str]:
+) -> Response[Problem | StreamMessagesResponse200]:
     """Receive messages as they become visible (server-sent events)
 
      Each message the moment it is visible, while fewer than ``max_in_flight`` are
@@ -182,7 +188,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[Problem | str]
+        Response[Problem | StreamMessagesResponse200]
     """
 
     kwargs = _get_kwargs(
@@ -204,7 +210,7 @@ async def asyncio(
     client: AuthenticatedClient | Client,
     invisible_ms: int | Unset = 30000,
     max_in_flight: int | Unset = 100,
-) -> Problem | str | None:
+) -> Problem | StreamMessagesResponse200 | None:
     """Receive messages as they become visible (server-sent events)
 
      Each message the moment it is visible, while fewer than ``max_in_flight`` are
@@ -222,7 +228,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Problem | str
+        Problem | StreamMessagesResponse200
     """
 
     return (
