@@ -104,7 +104,7 @@ def figures(s: scale.Scale) -> list[Figure]:
         ("15", "soak", lambda: soak.run_figure(minutes=s.soak_minutes, profile=s.name)),
         ("16", "Spark pipeline", lambda: pipeline.run_figure(n=s.pipeline_n)),
         (
-            "17",
+            "18",
             "streaming receive",
             lambda: stream.run_figure(
                 seconds=s.stream_seconds, streams=s.streams_open, probes=s.stream_probes

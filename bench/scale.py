@@ -32,9 +32,9 @@ class Scale:
     ontime_seconds: float  # figure 10: each phase's window (timers due, loads running)
     soak_minutes: int  # figure 15: fake minutes of steady load
     pipeline_n: int  # figure 16: rows bulk-loaded, and events reported and audited
-    stream_seconds: float  # figure 17: how long 5k timers/s fall due for one stream
-    streams_open: int  # figure 17: streams held open at once
-    stream_probes: int  # figure 17: single messages due on one of the open streams
+    stream_seconds: float  # figure 18: how long 5k timers/s fall due for one stream
+    streams_open: int  # figure 18: streams held open at once
+    stream_probes: int  # figure 18: single messages due on one of the open streams
 
 
 QUICK = Scale(

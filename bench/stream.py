@@ -1,4 +1,4 @@
-"""Figure 17: streaming receive (server-sent events).
+"""Figure 18: streaming receive (server-sent events).
 
 (a) Lateness. Figure 3's schedule — 5,000 timers/s falling due for ``seconds``, 5 per ms,
 loaded ahead by batch sends — consumed by one stream (``max_in_flight`` 1000) whose
@@ -382,7 +382,7 @@ def rows(run_: StreamRun) -> list[report.Row]:
     probes_in = f"{many.many.n:,}/{many.probes:,} probes arrived (one stream: {many.one.n:,})"
     return [
         report.Row(
-            "17",
+            "18",
             f"due -> stream consumer, {run_.rate:,} timers/s for {run_.seconds:.0f} s",
             late.ms(1),
             ceiling,
@@ -392,7 +392,7 @@ def rows(run_: StreamRun) -> list[report.Row]:
             f"{counts}; due -> topic log {ours.to_log.ms(0)}; {ours.cpu}",
         ),
         report.Row(
-            "17",
+            "18",
             f"server memory with {many.streams:,} streams open",
             f"{open_mib:,.0f} MiB",
             f"the same server with one open: {one_mib:,.0f} MiB",
@@ -403,7 +403,7 @@ def rows(run_: StreamRun) -> list[report.Row]:
             "per stream beyond the first",
         ),
         report.Row(
-            "17",
+            "18",
             f"due -> arrival on one of {many.streams:,} open streams",
             many.many.ms(1),
             f"one stream open: {many.one.ms(1)}",
