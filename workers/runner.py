@@ -160,7 +160,8 @@ class Engine:
     ) -> list[ItemOutcome | None]:
         """Each item succeeds or fails alone (None items are skipped). The writer takes the
         batch in parts of GROUP_COMMIT_MAX_ITEMS (so due timers never wait for all of it);
-        a part that fails as a whole (the disk filled up meanwhile) fails its items."""
+        a part that fails as a whole (the disk filled up meanwhile) fails its items, and if
+        every part failed, the request fails."""
         size = GROUP_COMMIT_MAX_ITEMS
         cuts = range(0, len(recs), size)
         parts = [
@@ -175,14 +176,15 @@ class Engine:
         done = await asyncio.gather(
             *self.writer.submit_parts(parts, durable=True, grows=True), return_exceptions=True
         )
+        failed = [part for part in done if isinstance(part, BaseException)]
+        if failed and (len(failed) == len(done) or not isinstance(failed[0], Exception)):
+            raise failed[0]  # nothing written: the request fails as one (503, 507 …)
         out: list[ItemOutcome | None] = []
         for i, part in zip(cuts, done, strict=True):
-            if isinstance(part, BaseException):
-                if not isinstance(part, Exception):
-                    raise part
+            if isinstance(part, Exception):
                 out.extend(None if r is None else part for r in recs[i : i + size])
             else:
-                out.extend(part)
+                out.extend(part)  # type: ignore[arg-type]
         return out
 
     async def cancel(self, topic: str, msg_id: str) -> messages.CancelOutcome:
