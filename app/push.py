@@ -2,12 +2,13 @@
 webhook (api.md, "Push delivery"; the pure rules are in workers/webhook.py).
 
 Per push group, one receive loop long-polls the engine's own receive for as many messages
-as the group has free slots (``max_in_flight``: POSTs under way plus their acks), POSTs
-each one on its own task, and hands the outcome to the group's settler, which acks the
-2xx replies and nacks the rest in batches (a nack with Retry-After's delay, or the
-group's retry policy: exactly what a consumer's nack does, DLQ included). A slot frees
-when its ack or nack is committed, so a group never holds more than ``max_in_flight``
-messages, and a slow or dead endpoint only ever fills its own group's slots.
+as the group may still POST (``max_in_flight`` at once), POSTs each one on its own task,
+and hands the outcome to the group's settler, which acks the 2xx replies and nacks the
+rest in batches (a nack with Retry-After's delay, or the group's retry policy: exactly
+what a consumer's nack does, DLQ included). While a batch commits (an fsync), the next
+POSTs go on: a group holds at most 2 x ``max_in_flight`` messages (POSTs under way, and
+answered ones whose ack or nack is committing), so a slow or dead endpoint fills only its
+own group's slots and memory stays bounded.
 
 It runs on the app's event loop. The receives, acks and nacks are the engine's own ops,
 whose futures the writer settles on the loop that awaits them; a second loop in a thread
@@ -83,8 +84,9 @@ class GroupPusher:
         self.push = push
         self.tally = tally
         self.pool = Pool(push.url)
-        self.held = 0  # received and not yet acked or nacked
-        self.room = asyncio.Event()  # a slot freed
+        self.posting = 0  # POSTs under way: at most max_in_flight
+        self.held = 0  # received and not yet acked or nacked: at most 2 x max_in_flight
+        self.room = asyncio.Event()  # a POST ended, or a batch was settled
         self.outcomes: list[tuple[str, Verdict]] = []  # (receipt, verdict), to settle
         self.to_settle = asyncio.Event()
         self.posts: set[asyncio.Task[None]] = set()
@@ -96,12 +98,12 @@ class GroupPusher:
         invisible_ms = self.push.timeout_ms + INVISIBLE_MARGIN_MS
         limit = self.push.max_in_flight
         while True:
-            while self.held >= limit:
+            while (wanted := min(limit - self.posting, 2 * limit - self.held)) <= 0:
                 self.room.clear()
                 await self.room.wait()
             try:
                 got = await self.engine.receive(
-                    self.topic, self.group, limit - self.held, RECEIVE_WAIT_MS, invisible_ms
+                    self.topic, self.group, wanted, RECEIVE_WAIT_MS, invisible_ms
                 )
             except Overloaded:
                 await asyncio.sleep(BACKOFF_S)
@@ -115,6 +117,7 @@ class GroupPusher:
             if not got and self.engine.long_polls.closed:
                 return  # the service is stopping: no more receives
             self.held += len(got)
+            self.posting += len(got)
             for item in got:
                 task = asyncio.create_task(self._post(item))
                 self.posts.add(task)
@@ -138,6 +141,8 @@ class GroupPusher:
             outcome = verdict(reply.status, reply.retry_after, self._now())
         finally:
             self.tally.in_flight -= 1
+            self.posting -= 1
+            self.room.set()
         if outcome.ok:
             self.tally.ok += 1
         else:

@@ -50,9 +50,9 @@ class PushSettings(BaseModel):
     timeout_ms: Annotated[
         int, Field(ge=1_000, le=60_000, description="A reply later than this fails the attempt")
     ] = DEFAULT_TIMEOUT_MS
-    max_in_flight: Annotated[
-        int, Field(ge=1, le=1_000, description="POSTs (and their acks) under way at once")
-    ] = DEFAULT_MAX_IN_FLIGHT
+    max_in_flight: Annotated[int, Field(ge=1, le=1_000, description="POSTs under way at once")] = (
+        DEFAULT_MAX_IN_FLIGHT
+    )
 
     @field_validator("url")
     @classmethod
