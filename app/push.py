@@ -35,7 +35,7 @@ import orjson
 
 from app.pushclient import Pool
 from app.routes.common import received_item
-from storage.errors import Overloaded, RocktimerError, StorageError, WriterStopped
+from storage.errors import Overloaded, RocktimerError, StoreClosedError, WriterStopped
 from workers.consume import Received
 from workers.retry import GroupSettings
 from workers.runner import Engine
@@ -108,7 +108,7 @@ class GroupPusher:
             except Overloaded:
                 await asyncio.sleep(BACKOFF_S)
                 continue
-            except (WriterStopped, StorageError):
+            except (WriterStopped, StoreClosedError):
                 return  # stopping: what it holds comes back after the invisibility
             except Exception:
                 log.exception("push %s/%s: receive failed", self.topic, self.group)
