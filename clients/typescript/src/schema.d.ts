@@ -723,7 +723,7 @@ export interface components {
             timeout_ms?: number;
             /**
              * Max In Flight
-             * @description POSTs (and their acks) under way at once
+             * @description POSTs under way at once
              * @default 16
              */
             max_in_flight?: number;

@@ -19,7 +19,7 @@ class PushSettings:
         secret (None | str | Unset): HMAC-SHA256 key of the Rocktimer-Signature header; write-only (read back as null; a
             PUT without one keeps the one stored)
         timeout_ms (int | Unset): A reply later than this fails the attempt Default: 10000.
-        max_in_flight (int | Unset): POSTs (and their acks) under way at once Default: 16.
+        max_in_flight (int | Unset): POSTs under way at once Default: 16.
     """
 
     url: str
