@@ -199,7 +199,7 @@ def test_a_batch_send_in_parts_lets_a_move_in_after_its_first_part(
         txn.put(CF.META, b"p0", b"v")
         moved.append(move(writer, b"move"))
 
-    parts = [(first_part, GROUP_COMMIT_MAX_ITEMS)]
+    parts: list[tuple[Callable[[Txn], None], int]] = [(first_part, GROUP_COMMIT_MAX_ITEMS)]
     parts += [(put_op(k), GROUP_COMMIT_MAX_ITEMS) for k in (b"p1", b"p2")]
 
     async def scenario() -> None:
