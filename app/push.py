@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from functools import partial
 
@@ -259,10 +258,3 @@ class Pusher:
         for retiring in self.retiring.values():
             retiring.cut_off()
         await asyncio.gather(*(p.stop(STOP_GRACE_S) for p in pushers), *self.retiring)
-
-    def counts(self) -> Counter[str]:
-        """Pushes ok and failed, and under way, over every group (for logs and tests)."""
-        total: Counter[str] = Counter()
-        for tally in self.tallies.values():
-            total.update(ok=tally.ok, failed=tally.failed, in_flight=tally.in_flight)
-        return total
