@@ -15,7 +15,7 @@ from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic,
 from app.fastpath import fast_route
 from app.limits import HEAD_KEY
 from app.openapi import BODY, REF, V1, WRITE, json_body, replies
-from app.routes.common import json_response, message_fields, parse
+from app.routes.common import json_response, parse, received_item
 from app.schemas import (
     INVISIBLE_MS_MAX,
     INVISIBLE_MS_MIN,
@@ -34,22 +34,12 @@ from workers.consume import Received
 from workers.retry import GroupSettings
 from workers.runner import Engine
 
+PUSHED = "The group has push delivery set: its messages go to its webhook"
+
 router = APIRouter(
     prefix="/v1/topics/{topic}/groups/{group}",
     tags=["consumer"],
 )
-
-
-def _received(topic: str, got: Received) -> dict[str, Any]:
-    rec = got.record
-    out = message_fields(rec)
-    out["topic"] = topic
-    out["delivered_at_ms"] = rec.delivered_at_ms
-    out["attempt"] = got.attempt
-    out["receipt"] = got.receipt
-    if rec.topic != topic:
-        out["source_topic"] = rec.topic
-    return out
 
 
 def _per_receipt(receipts: list[str], statuses: list[str]) -> Response:
@@ -64,15 +54,23 @@ def _per_receipt(receipts: list[str], statuses: list[str]) -> Response:
     operation_id="receive_messages",
     summary="Receive visible messages (long poll with wait_ms)",
     openapi_extra=json_body(ReceiveRequest),
-    responses=replies({200: ReceiveResult}, *V1, *BODY, *WRITE),
+    responses=replies(
+        {200: ReceiveResult},
+        *V1,
+        *BODY,
+        *WRITE,
+        409,
+        why={409: PUSHED},
+    ),
 )
 async def receive_messages(
     engine: Engine, settings: Settings, request: Request, topic: str, group: str
 ) -> Response:
     readable_topic(topic)
+    engine.refuse_if_pushed(topic, group)
     req = await parse(request, ReceiveRequest)
     got = await engine.receive(topic, group, req.max_messages, req.wait_ms, req.invisible_ms)
-    return json_response({"messages": [_received(topic, g) for g in got]})
+    return json_response({"messages": [received_item(topic, g) for g in got]})
 
 
 STREAM_MAX_IN_FLIGHT = 1_000  # unacked messages one stream may hold (api.md)
@@ -104,7 +102,7 @@ def _events(topic: str, got: list[Received]) -> bytes:
     if not got:
         return KEEP_ALIVE
     return b"".join(
-        b"event: message\ndata: " + orjson.dumps(_received(topic, g)) + b"\n\n" for g in got
+        b"event: message\ndata: " + orjson.dumps(received_item(topic, g)) + b"\n\n" for g in got
     )
 
 
@@ -115,7 +113,7 @@ def _events(topic: str, got: list[Received]) -> bytes:
     response_class=StreamingResponse,
     responses={
         200: {"description": _EVENTS_DOC, "content": {"text/event-stream": {"schema": _EVENT}}},
-        **replies({}, *V1),
+        **replies({}, *V1, 409, why={409: PUSHED}),
     },
 )
 async def stream_messages(
@@ -135,6 +133,7 @@ async def stream_messages(
     server stops, and its unacked messages come back after ``invisible_ms``."""
     engine = engine_of(request)
     readable_topic(topic)
+    engine.refuse_if_pushed(topic, group)
     idle_ms = settings_of(request).stream_keepalive_ms
 
     async def events() -> AsyncIterator[bytes]:
@@ -238,4 +237,4 @@ async def get_group_message(
 )
 async def get_group_settings(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)
-    return json_response(engine.group_settings(topic, group).model_dump(mode="json"))
+    return json_response(engine.group_settings(topic, group).shown())

@@ -291,3 +291,13 @@ def test_head_answers_the_headers_and_holds_nothing(client: httpx.Client, topic:
     assert r.headers["content-type"].startswith("text/event-stream")
     got = client.post(f"/v1/topics/{topic}/groups/g/receive", json={"wait_ms": 5000})
     assert [(m["msg_id"], m["attempt"]) for m in got.json()["messages"]] == [("a", 1)]
+
+
+def test_a_push_group_has_no_stream(client: httpx.Client, topic: str) -> None:
+    """Its messages go to its webhook: a stream taking some would starve it."""
+    push = {"push": {"url": "http://127.0.0.1:9/hook"}}  # nothing listens: no message is sent
+    assert client.put(f"/v1/topics/{topic}/groups/g", json=push).status_code == 200
+    r = client.get(f"/v1/topics/{topic}/groups/g/stream")
+    assert r.status_code == 409
+    assert r.headers["content-type"] == "application/problem+json"
+    assert "push" in r.json()["detail"]
