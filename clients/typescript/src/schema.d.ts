@@ -2197,6 +2197,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The group has push delivery set: its messages go to its webhook */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A field, path or query parameter is invalid: `errors` names each one and why. */
             422: {
                 headers: {
