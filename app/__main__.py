@@ -143,6 +143,9 @@ def main() -> None:
         access_log=False,  # ours (app/access.py) has the time taken
         loop="uvloop",
         http=BoundedHeaders,
+        # No X-Forwarded-For rewriting: nothing here reads the client's address, and the
+        # middleware it takes would sit in front of every request (app/front.py).
+        proxy_headers=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
     try:

@@ -1,5 +1,6 @@
-"""The outermost middleware: one access-log line per request (method, path, status, ms)
-and the request latency histogram by route template (app/metrics.py, RequestTimes).
+"""One access-log line per request (method, path, status, ms) and the request latency
+histogram by route template (app/metrics.py, RequestTimes), kept by the front door
+(app/front.py) for every request, refused ones included.
 
 The route is the template that served the request ("/v1/topics/{topic}/messages"), never
 the path itself, so the metric's label set stays small: FastAPI leaves its route in the
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from app.metrics import RequestTimes
 
@@ -30,40 +31,25 @@ def route_of(scope: Scope) -> str:
 
 
 class AccessLog:
-    def __init__(self, app: ASGIApp, times: RequestTimes, log_requests: bool) -> None:
-        self.app = app
+    def __init__(self, times: RequestTimes, log_requests: bool) -> None:
         self.times = times
         self.log_requests = log_requests
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500  # if the app fails before it answers
-
-        async def send_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_status)
-        finally:
-            seconds = time.perf_counter() - started
-            method = scope["method"]
-            self.times.observe(route_of(scope), method, seconds)
-            if self.log_requests and log.isEnabledFor(logging.INFO):
-                path = scope["path"]
-                if scope.get("query_string"):
-                    path += "?" + scope["query_string"].decode("latin-1")
-                ms = round(seconds * 1000, 1)
-                log.info(
-                    "%s %s %d %.1fms",
-                    method,
-                    path,
-                    status,
-                    ms,
-                    extra={"method": method, "path": path, "status": status, "ms": ms},
-                )
+    def done(self, scope: Scope, status: int, started: float) -> None:
+        """Record a request answered with ``status``; ``started``: its perf_counter()."""
+        seconds = time.perf_counter() - started
+        method = scope["method"]
+        self.times.observe(route_of(scope), method, seconds)
+        if self.log_requests and log.isEnabledFor(logging.INFO):
+            path = scope["path"]
+            if scope.get("query_string"):
+                path += "?" + scope["query_string"].decode("latin-1")
+            ms = round(seconds * 1000, 1)
+            log.info(
+                "%s %s %d %.1fms",
+                method,
+                path,
+                status,
+                ms,
+                extra={"method": method, "path": path, "status": status, "ms": ms},
+            )

@@ -1,5 +1,5 @@
-"""API keys (``ROCKTIMER_API_KEYS``): a pure ASGI middleware, installed only when keys are
-configured, that gives each path the role api.md's table asks for.
+"""API keys (``ROCKTIMER_API_KEYS``): a gate of the front door (app/front.py), set only when
+keys are configured, that gives each path the role api.md's table asks for.
 
 | role | may call |
 | producer | send, batch send, message status, cancel, reschedule, list scheduled messages, |
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import hmac
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.responses import Response
+from starlette.types import Scope
 
 from app.config import Role
 from app.errors import problem
@@ -44,8 +45,7 @@ def required_role(method: str, path: str) -> Role | tuple[Role, ...] | None:
 
 
 class ApiKeys:
-    def __init__(self, app: ASGIApp, keys: dict[str, Role]) -> None:
-        self.app = app
+    def __init__(self, keys: dict[str, Role]) -> None:
         self._encoded = [(key.encode(), role) for key, role in keys.items()]
 
     def _role_of(self, token: str) -> Role | None:
@@ -58,14 +58,12 @@ class ApiKeys:
                 granted = role
         return granted
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    def refusal(self, scope: Scope) -> Response | None:
+        """401 or 403 for a request its key does not allow; None lets it in (and puts the
+        key's role in the scope, for who_am_i)."""
         role = required_role(scope["method"], scope["path"])
         if role is None:
-            await self.app(scope, receive, send)
-            return
+            return None
         token = ""
         for name, value in scope["headers"]:
             if name == b"authorization":
@@ -75,10 +73,7 @@ class ApiKeys:
         granted = self._role_of(token) if token else None
         if granted is None:
             detail = "unknown API key" if token else "send 'Authorization: Bearer <api key>'"
-            await problem(401, "Unauthorized", detail, headers={"WWW-Authenticate": "Bearer"})(
-                scope, receive, send
-            )
-            return
+            return problem(401, "Unauthorized", detail, headers={"WWW-Authenticate": "Bearer"})
         scope["rocktimer.role"] = granted.value
         allowed = role if isinstance(role, tuple) else (role,)
         if scope["path"] in ANY_ROLE_PATHS:
@@ -86,6 +81,5 @@ class ApiKeys:
         if granted not in allowed and granted is not Role.ADMIN:
             needed = " or ".join(repr(r.value) for r in allowed)
             detail = f"this API key has role {granted.value!r}; {needed} is needed"
-            await problem(403, "Forbidden", detail)(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+            return problem(403, "Forbidden", detail)
+        return None

@@ -6,9 +6,9 @@ traffic, and the profiles (bench figures 1 and 3) put more of their cost in Fast
 routing, dependency solving and exception middlewares than in the calls themselves. A
 route declared with ``fast_route`` is registered with its FastAPI router (so it is a
 documented operation in /openapi.json, and reachable through FastAPI alike) and with the
-``FastPaths`` middleware, which answers the same method and path template with the same
+front door (app/front.py), which answers the same method and path template with the same
 function and the same error rendering (``errors.render``): the two cannot drift apart.
-Every other request, and any path the middleware does not recognise, goes on to FastAPI.
+Every other request, and any path the front door does not recognise, goes on to FastAPI.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope
 
 from app.access import ROUTE_KEY
 from app.deps import PATH_PARAMS, engine_of, settings_of
@@ -41,6 +41,8 @@ class FastRoute:
 
 
 FAST_ROUTES: list[FastRoute] = []  # filled by fast_route as the route modules load
+# The same routes by method and number of path segments: a lookup tries only those.
+_BY_SHAPE: dict[tuple[str, int], list[FastRoute]] = {}
 
 
 def fast_route(router: APIRouter, method: str, path: str, **route: Any) -> Callable[[Call], Call]:
@@ -65,7 +67,9 @@ def fast_route(router: APIRouter, method: str, path: str, **route: Any) -> Calla
         endpoint.__name__ = call.__name__
         endpoint.__doc__ = call.__doc__
         router.add_api_route(path, endpoint, methods=[method], **route)
-        FAST_ROUTES.append(FastRoute(method, tuple(template.split("/")), call, template))
+        fast = FastRoute(method, tuple(template.split("/")), call, template)
+        FAST_ROUTES.append(fast)
+        _BY_SHAPE.setdefault((method, len(fast.segments)), []).append(fast)
         return call
 
     return register
@@ -84,9 +88,7 @@ def _param(name: str, value: str) -> str:
 def match(method: str, path: str) -> tuple[FastRoute, dict[str, str]] | None:
     """The fast route for a request and its raw path parameters; None: not a hot path."""
     parts = path.split("/")
-    for route in FAST_ROUTES:
-        if route.method != method or len(route.segments) != len(parts):
-            continue
+    for route in _BY_SHAPE.get((method, len(parts)), ()):
         params: dict[str, str] = {}
         for want, got in zip(route.segments, parts, strict=True):
             if want.startswith("{"):
@@ -100,21 +102,12 @@ def match(method: str, path: str) -> tuple[FastRoute, dict[str, str]] | None:
     return None
 
 
-class FastPaths:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        found = match(scope["method"], scope["path"]) if scope["type"] == "http" else None
-        if found is None:
-            await self.app(scope, receive, send)
-            return
-        route, raw = found
-        call, scope[ROUTE_KEY] = route.call, route.template  # the access log's label
-        state = scope["app"].state
-        try:
-            params = {name: _param(name, value) for name, value in raw.items()}
-            response = await call(state.engine, state.settings, Request(scope, receive), **params)
-        except Exception as exc:  # the same rendering as FastAPI's handler: never a bare 500
-            response = render(exc)
-        await response(scope, receive, send)
+async def answer(route: FastRoute, raw: dict[str, str], scope: Scope, receive: Receive) -> Response:
+    """Run a fast route; any error becomes its problem reply, as FastAPI's handlers do."""
+    scope[ROUTE_KEY] = route.template  # the access log's label
+    state = scope["app"].state
+    try:
+        params = {name: _param(name, value) for name, value in raw.items()}
+        return await route.call(state.engine, state.settings, Request(scope, receive), **params)
+    except Exception as exc:  # the same rendering as FastAPI's handler: never a bare 500
+        return render(exc)

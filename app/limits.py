@@ -1,11 +1,13 @@
-"""Pure ASGI middlewares: request bodies over the configured size (413), and HEAD.
+"""Request bodies over the configured size (413), a gate of the front door
+(app/front.py); and HEAD, a middleware of the FastAPI app.
 
-It checks Content-Length up front and counts streamed bytes for chunked bodies, so an
-oversize request is refused before it is buffered in memory.
+The limit checks Content-Length up front and counts streamed bytes for chunked bodies, so
+an oversize request is refused before it is buffered in memory.
 """
 
 from __future__ import annotations
 
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import problem
@@ -13,24 +15,30 @@ from storage.errors import PayloadTooLarge
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
+    def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = self.max_bytes
+    def refusal(self, scope: Scope) -> Response | None:
+        """413 for a request whose declared Content-Length is over the limit."""
         for name, value in scope["headers"]:
             if name == b"content-length":
                 try:
                     declared = int(value)
                 except ValueError:
                     declared = 0
-                if declared > limit:
-                    await self._refuse(scope, receive, send, declared)
-                    return
+                if declared > self.max_bytes:
+                    detail = (
+                        f"request body of {declared} bytes is over the {self.max_bytes} byte limit"
+                    )
+                    return problem(
+                        413, "Payload Too Large", detail, headers={"Connection": "close"}
+                    )
+        return None
+
+    def counted(self, receive: Receive) -> Receive:
+        """``receive`` that raises PayloadTooLarge once the body passes the limit (a
+        chunked body declares no length)."""
+        limit = self.max_bytes
         seen = 0
 
         async def counted() -> Message:
@@ -42,12 +50,7 @@ class BodyLimit:
                     raise PayloadTooLarge(f"request body over the {limit} byte limit")
             return message
 
-        await self.app(scope, counted, send)
-
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: int) -> None:
-        detail = f"request body of {size} bytes is over the {self.max_bytes} byte limit"
-        response = problem(413, "Payload Too Large", detail, headers={"Connection": "close"})
-        await response(scope, receive, send)
+        return counted
 
 
 class HeadAsGet:

@@ -13,7 +13,7 @@ from app import errors, openapi
 from app.access import AccessLog
 from app.auth import ApiKeys
 from app.config import Settings
-from app.fastpath import FastPaths
+from app.front import Service
 from app.limits import BodyLimit, HeadAsGet
 from app.metrics import RequestTimes, registry_for
 from app.routes import admin, browse, console, consumers, producers, schedules, service
@@ -25,7 +25,7 @@ log = logging.getLogger("rocktimer")
 
 def create_app(
     settings: Settings | None = None, clock: Clock | None = None, engine: Engine | None = None
-) -> FastAPI:
+) -> Service:
     """The service; ``engine``: one already opened on ``settings.engine`` (``python -m app``
     opens it first, to say in one line why it cannot), else the lifespan opens one."""
     settings = settings or Settings()
@@ -53,7 +53,7 @@ def create_app(
             engine = None
             log.info("rocktimer stopped cleanly")
 
-    app = FastAPI(
+    app = Service(
         # FastAPI's built-in OpenTelemetry checks its providers on every request; this
         # service exports Prometheus metrics instead (/metrics).
         telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
@@ -77,12 +77,10 @@ def create_app(
     service.mount_docs(app)
     app.include_router(console.router)
     app.mount("/ui/static", console.static, name="console-static")
-    app.add_middleware(FastPaths)  # innermost: after the size limit and the API keys
-    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     app.add_middleware(HeadAsGet)
-    if settings.api_keys:
-        app.add_middleware(ApiKeys, keys=settings.api_keys)
-    # Outermost: times and logs every request, refused ones included.
-    app.add_middleware(AccessLog, times=request_times, log_requests=settings.access_log)
+    # The front door's gates (app/front.py): every request passes them first.
+    app.access = AccessLog(request_times, settings.access_log)
+    app.keys = ApiKeys(settings.api_keys) if settings.api_keys else None
+    app.limit = BodyLimit(settings.max_request_bytes)
     openapi.install(app)
     return app

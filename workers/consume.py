@@ -130,6 +130,8 @@ def receive(
         if not gone(record):
             seq = keys.log_seq(key)
             out.append(_hold(txn, topic, group, seq, record, value, None, invisible_ms))
+    if out:
+        txn.count_group(topic, group, inflight=len(out))  # once per op, not per message
     return out
 
 
@@ -174,7 +176,6 @@ def _hold(
     txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(held))
     _put_timer(txn, invisible.timer_key, topic, group, seq, held)
     events.emit(txn, EventKind.RECEIVED, value, topic=topic, group=group, attempt=attempt)
-    txn.count_group(topic, group, inflight=1)
     return Received(record, attempt, encode_receipt(_secret(txn), topic, group, seq, generation))
 
 
@@ -202,6 +203,7 @@ UNKNOWN = "unknown"
 def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
     """Per receipt: ``acked`` (also when acked before), ``expired`` or ``unknown``."""
     out: list[str] = []
+    acked_now = 0
     for receipt in receipts:
         found = _held(txn, topic, group, receipt)
         if isinstance(found, str):
@@ -212,9 +214,11 @@ def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
         acked = held._replace(state=GroupState.ACKED)
         txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(acked))
         emit_event(txn, EventKind.ACKED, topic, group, seq, held.attempts)
-        txn.count_group(topic, group, inflight=-1)
-        txn.note("acks")
         out.append(ACKED)
+        acked_now += 1
+    if acked_now:  # the counts once per op, not per message
+        txn.count_group(topic, group, inflight=-acked_now)
+        txn.note("acks", acked_now)
     txn.sync = True
     return out
 

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import logging
 import queue
-import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 from storage import keys
 from storage.records import DeadLetter, MessageRecord
 from storage.store import CF, RocksStore
-from workers import browse, consume, messages, schedules
+from workers import browse, consume, gil, messages, schedules
 from workers.clock import Clock, RealClock
 from workers.deliverer import Deliverer
 from workers.exporter import Exporter
@@ -30,12 +29,6 @@ from workers.txn import Txn
 from workers.writer import Writer
 
 log = logging.getLogger("rocktimer.engine")
-
-# How long a thread may hold the GIL while another wants it (CPython's default is 5 ms).
-# The event loop parsing a batch send is pure Python; at 5 ms, each of the hand-offs a due
-# timer makes (scanner, deliverer, writer) could wait that long for the GIL (py-spy of
-# bench figure 10). Switching costs a few µs, and only when threads contend.
-GIL_SWITCH_INTERVAL_S = 0.0005
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +108,7 @@ class Engine:
         self.started = False
 
     def start(self) -> None:
-        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+        gil.coarse()  # the scanner makes it fine while timers fall due (workers/gil.py)
         self.writer.start()
         self.deliverer.start()
         self.scanner.start()

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from storage import keys
 from storage.errors import StorageError
 from storage.store import CF, RocksStore
+from workers import gil
 from workers.clock import Clock
 from workers.thread import WorkerThread
 from workers.writer import Writer
@@ -116,6 +117,7 @@ class Scanner(WorkerThread):
         )
         self.scans += 1
         if found:
+            gil.fine()
             self._hand_over(found)
             if len(found) == self.chunk:
                 self.next_due_ms = keys.read_u64(found[-1][0])
@@ -135,6 +137,11 @@ class Scanner(WorkerThread):
             self.writer.wait_horizon(due, HORIZON_WAIT_S)
             return
         self._sleep_until = due
+        if due is None or due - self.clock.now_ms() > gil.LEAD_MS:
+            gil.coarse()  # nothing due soon: wake LEAD_MS early to make it fine again
+            self.clock.wait(self._wake, None if due is None else due - gil.LEAD_MS)
+            return
+        gil.fine()
         self.clock.wait(self._wake, due)
 
     def _hand_over(self, found: Chunk) -> None:
