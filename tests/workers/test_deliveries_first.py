@@ -186,3 +186,54 @@ def test_sends_are_refused_while_deliveries_lag_and_accepted_once_they_caught_up
         release.set()
     assert engine.lag.refused == 1
     assert engine.status("t", "later").entry.due_ms == now + 60_000
+
+
+def test_a_batch_send_in_parts_lets_a_move_in_after_its_first_part(
+    writer: Writer, store: RecordingStore
+) -> None:
+    """A request worth several units (a batch send of 1000) is queued as parts: a move that
+    falls due while the first part is written commits before the second."""
+    moved: list[concurrent.futures.Future[None]] = []
+
+    def first_part(txn: Txn) -> None:
+        txn.put(CF.META, b"p0", b"v")
+        moved.append(move(writer, b"move"))
+
+    parts: list[tuple[Callable[[Txn], None], int]] = [(first_part, GROUP_COMMIT_MAX_ITEMS)]
+    parts += [(put_op(k), GROUP_COMMIT_MAX_ITEMS) for k in (b"p1", b"p2")]
+
+    async def scenario() -> None:
+        await asyncio.gather(*writer.submit_parts(parts, durable=True))
+        moved[0].result(10)
+
+    run(scenario())
+    wanted = {b"p0", b"p1", b"p2", b"move"}
+    assert commit_order(store, wanted) == [[b"p0"], [b"move"], [b"p1"], [b"p2"]]
+
+
+def test_parts_are_refused_together_when_the_queue_is_full(writer: Writer) -> None:
+    async def scenario() -> None:
+        gate = Gate()
+        held = writer.submit(gate.op, durable=False)
+        gate.wait_entered()
+        queued = [writer.submit(put_op(b"c%d" % i), durable=True) for i in range(writer.queue_size)]
+        with pytest.raises(Overloaded):
+            writer.submit_parts([(put_op(b"p0"), 1), (put_op(b"p1"), 1)], durable=True)
+        assert writer.queue_depth == writer.queue_size  # nothing of the refused request queued
+        gate.release.set()
+        await asyncio.gather(held, *queued)
+
+    run(scenario())
+
+
+def test_a_batch_send_bigger_than_a_part_answers_every_item_in_order(engine: Engine) -> None:
+    n = 2 * GROUP_COMMIT_MAX_ITEMS + 7
+    recs = [record("parts", f"m{i}", 10**15) for i in range(n)]
+    recs[GROUP_COMMIT_MAX_ITEMS] = recs[0]  # the same id again, in the second part
+    outcomes = run(engine.send_batch(recs))
+    assert [o.msg_id for o in outcomes if not isinstance(o, Exception) and o] == [
+        r.msg_id for r in recs
+    ]
+    created = [o.created for o in outcomes if not isinstance(o, Exception) and o]
+    assert created.count(False) == 1
+    assert created[GROUP_COMMIT_MAX_ITEMS] is False

@@ -31,7 +31,7 @@ from workers.clock import FakeClock
 from workers.messages import SendOutcome
 from workers.timers import message
 from workers.txn import Txn
-from workers.writer import Writer
+from workers.writer import GROUP_COMMIT_MAX_ITEMS, Writer
 
 
 def put_op(cf: str, key: bytes, value: bytes) -> Callable[[Txn], None]:
@@ -214,7 +214,7 @@ def test_a_failing_op_rolls_back_only_its_own_writes(writer: Writer, store: Reco
 def test_many_concurrent_durable_ops_share_one_synced_write(
     writer: Writer, store: RecordingStore
 ) -> None:
-    n = 300
+    n = GROUP_COMMIT_MAX_ITEMS  # single sends, as many as one batch takes
     now = writer.clock.now_ms()
     recs = [record("t", f"m{i}", now + 1_000 + i) for i in range(n)]
     durable_at_reply: list[bool] = []
