@@ -11,6 +11,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from workers.runner import EngineConfig
+from workers.webhook import DEFAULT_ALLOWED_HOSTS, allowed_hosts
 
 # The engine's defaults are EngineConfig's own; the settings only add bounds and env names.
 ENGINE_DEFAULTS: dict[str, int] = {
@@ -55,6 +56,13 @@ class Settings(BaseSettings):
     # get 429 + Retry-After and /readyz says "lagging", until back under half of it.
     due_backlog_limit_ms: int = Field(ENGINE_DEFAULTS["due_backlog_limit_ms"], ge=1)
     api_keys: dict[str, Role] = Field(default_factory=dict)
+    # Hosts a group's push url may name, comma-separated ("*.example.com": its subdomains;
+    # "*": any host). The service POSTs from inside the network: keep it to the receivers.
+    push_allowed_hosts: str = DEFAULT_ALLOWED_HOSTS
+
+    @cached_property
+    def allowed_push_hosts(self) -> frozenset[str]:
+        return allowed_hosts(self.push_allowed_hosts)
 
     @cached_property
     def engine(self) -> EngineConfig:

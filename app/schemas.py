@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from workers.retry import DELAY_LEVELS_MS, MAX_RETRY_DELAY_MS, GroupSettings
+from workers.webhook import PushSettings
 
 NAME_PATTERN = r"^[%|a-zA-Z0-9_-]{1,127}$"
 MSG_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
@@ -303,7 +304,9 @@ class GroupItem(_Reply):
     retrying: int = Field(description="Failed, waiting for the retry delay")
     dead: int = Field(description="Dead letters from this topic")
     filter: str = Field(description="Tag filter expression ('*': every message)")
-    push: dict[str, Any] | None = Field(None, description="Push delivery settings, if any")
+    push: PushSettings | None = Field(
+        None, description="Push delivery settings (the secret shown null); absent if none"
+    )
 
 
 class GroupPage(_Reply):

@@ -475,7 +475,9 @@ def _policy(
 def _flat_settings(settings: GroupSettings) -> dict[str, Any]:
     doc = settings.to_dict()
     retry = doc.pop("retry", {"policy": "levels"})
-    return {**doc, **{f"retry.{k}" if k != "policy" else "retry": v for k, v in retry.items()}}
+    push = doc.pop("push", None) or {}  # its secret is write-only: never shown
+    flat = {**doc, **{f"retry.{k}" if k != "policy" else "retry": v for k, v in retry.items()}}
+    return flat | {f"push.{k}": v for k, v in push.items() if k != "secret"}
 
 
 @app.command()

@@ -8,11 +8,12 @@ import contextlib
 import logging
 import queue
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
 from storage import keys
+from storage.errors import PushedGroup
 from storage.records import DeadLetter, MessageRecord
 from storage.store import CF, RocksStore
 from workers import browse, consume, gil, messages, schedules
@@ -27,6 +28,7 @@ from workers.scanner import PUT_QUEUE_CHUNKS, SCAN_CHUNK, Chunk, Scanner
 from workers.sweeper import Sweeper
 from workers.timers.schedule import Schedule
 from workers.txn import Txn
+from workers.webhook import PushSettings
 from workers.writer import GROUP_COMMIT_MAX_ITEMS, Writer
 
 log = logging.getLogger("rocktimer.engine")
@@ -106,6 +108,10 @@ class Engine:
             seal_ms=config.events_seal_ms,
             retention_ms=config.events_retention_ms,
         )
+        # Push groups (app/push.py POSTs their messages), kept as their settings change;
+        # each watcher hears of every change, on the event loop that made it.
+        self.push_groups: dict[tuple[str, str], PushSettings] = browse.push_groups(self.store)
+        self.settings_watchers: list[Callable[[str, str, GroupSettings], None]] = []
         self.started = False
 
     def start(self) -> None:
@@ -160,7 +166,8 @@ class Engine:
     ) -> list[ItemOutcome | None]:
         """Each item succeeds or fails alone (None items are skipped). The writer takes the
         batch in parts of GROUP_COMMIT_MAX_ITEMS (so due timers never wait for all of it);
-        a part that fails as a whole (the disk filled up meanwhile) fails its items."""
+        a part that fails as a whole (the disk filled up meanwhile) fails its items, and if
+        every part failed, the request fails."""
         size = GROUP_COMMIT_MAX_ITEMS
         cuts = range(0, len(recs), size)
         parts = [
@@ -175,14 +182,15 @@ class Engine:
         done = await asyncio.gather(
             *self.writer.submit_parts(parts, durable=True, grows=True), return_exceptions=True
         )
+        failed = [part for part in done if isinstance(part, BaseException)]
+        if failed and (len(failed) == len(done) or not isinstance(failed[0], Exception)):
+            raise failed[0]  # nothing written: the request fails as one (503, 507 …)
         out: list[ItemOutcome | None] = []
         for i, part in zip(cuts, done, strict=True):
-            if isinstance(part, BaseException):
-                if not isinstance(part, Exception):
-                    raise part
+            if isinstance(part, Exception):
                 out.extend(None if r is None else part for r in recs[i : i + size])
             else:
-                out.extend(part)
+                out.extend(part)  # type: ignore[arg-type]
         return out
 
     async def cancel(self, topic: str, msg_id: str) -> messages.CancelOutcome:
@@ -292,10 +300,34 @@ class Engine:
             lambda txn: consume.redrive(txn, topic, group, msg_id), durable=True
         )
 
-    async def put_group_settings(self, topic: str, group: str, settings: GroupSettings) -> None:
-        await self.writer.submit(
-            lambda txn: consume.put_group_settings(txn, topic, group, settings), durable=True
-        )
+    async def put_group_settings(
+        self, topic: str, group: str, settings: GroupSettings
+    ) -> GroupSettings:
+        """Store the settings (a push keeps its stored secret unless given a new one);
+        returns them as stored."""
+
+        def put(txn: Txn) -> GroupSettings:
+            stored = settings.keeping_secret(consume.group_settings(txn, topic, group))
+            consume.put_group_settings(txn, topic, group, stored)
+            return stored
+
+        stored: GroupSettings = await self.writer.submit(put, durable=True)
+        if stored.push is None:
+            self.push_groups.pop((topic, group), None)
+        else:
+            self.push_groups[topic, group] = stored.push
+        for watcher in self.settings_watchers:
+            watcher(topic, group, stored)
+        return stored
+
+    def refuse_if_pushed(self, topic: str, group: str) -> None:
+        """Receives (and streams) are for pull groups: a push group's messages go to its
+        webhook, and a consumer taking some would starve it."""
+        if (topic, group) in self.push_groups:
+            raise PushedGroup(
+                f"group {group!r} of topic {topic!r} has push delivery set: its messages are "
+                "POSTed to its push url (set push to null to receive them)"
+            )
 
     def group_settings(self, topic: str, group: str) -> GroupSettings:
         return decode_settings(self.store.get(CF.META, keys.group_key(topic, group)))

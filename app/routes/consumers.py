@@ -12,7 +12,7 @@ from app.config import Settings
 from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic
 from app.fastpath import fast_route
 from app.openapi import BODY, V1, WRITE, json_body, replies
-from app.routes.common import json_response, message_fields, parse
+from app.routes.common import json_response, parse, received_item
 from app.schemas import (
     AckRequest,
     AckResult,
@@ -24,7 +24,6 @@ from app.schemas import (
     ReceiveRequest,
     ReceiveResult,
 )
-from workers.consume import Received
 from workers.retry import GroupSettings
 from workers.runner import Engine
 
@@ -32,18 +31,6 @@ router = APIRouter(
     prefix="/v1/topics/{topic}/groups/{group}",
     tags=["consumer"],
 )
-
-
-def _received(topic: str, got: Received) -> dict[str, Any]:
-    rec = got.record
-    out = message_fields(rec)
-    out["topic"] = topic
-    out["delivered_at_ms"] = rec.delivered_at_ms
-    out["attempt"] = got.attempt
-    out["receipt"] = got.receipt
-    if rec.topic != topic:
-        out["source_topic"] = rec.topic
-    return out
 
 
 def _per_receipt(receipts: list[str], statuses: list[str]) -> Response:
@@ -58,15 +45,23 @@ def _per_receipt(receipts: list[str], statuses: list[str]) -> Response:
     operation_id="receive_messages",
     summary="Receive visible messages (long poll with wait_ms)",
     openapi_extra=json_body(ReceiveRequest),
-    responses=replies({200: ReceiveResult}, *V1, *BODY, *WRITE),
+    responses=replies(
+        {200: ReceiveResult},
+        *V1,
+        *BODY,
+        *WRITE,
+        409,
+        why={409: "The group has push delivery set: its messages go to its webhook"},
+    ),
 )
 async def receive_messages(
     engine: Engine, settings: Settings, request: Request, topic: str, group: str
 ) -> Response:
     readable_topic(topic)
+    engine.refuse_if_pushed(topic, group)
     req = await parse(request, ReceiveRequest)
     got = await engine.receive(topic, group, req.max_messages, req.wait_ms, req.invisible_ms)
-    return json_response({"messages": [_received(topic, g) for g in got]})
+    return json_response({"messages": [received_item(topic, g) for g in got]})
 
 
 @fast_route(
@@ -159,4 +154,4 @@ async def get_group_message(
 )
 async def get_group_settings(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)
-    return json_response(engine.group_settings(topic, group).model_dump(mode="json"))
+    return json_response(engine.group_settings(topic, group).shown())

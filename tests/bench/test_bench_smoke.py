@@ -22,6 +22,7 @@ from bench import (
     pending,
     probe,
     process,
+    push,
     receive,
     reclaim,
     redis_alt,
@@ -65,6 +66,15 @@ def test_event_log_figure_runs() -> None:
     rows = events.run_figure(warmup_s=0.2, seconds=0.5, batches=3, storm_n=1_500, order=order)
     assert [r.number for r in rows] == ["11", "11", "11"]
     assert all(r.ratio != "0.00" for r in rows), rows
+    rendered(rows)
+
+
+@pytest.mark.slow
+def test_push_figure_runs() -> None:
+    rows = push.run_figure(seconds=0.2, n=500)
+    assert [r.number for r in rows] == ["17", "17"]
+    assert rows[0].notes.startswith("1,000/1,000 received")
+    assert "msg/s" in rows[1].result
     rendered(rows)
 
 

@@ -188,7 +188,7 @@ export interface paths {
         };
         /** The group's settings on this topic (defaults until set) */
         get: operations["get_group_settings"];
-        /** Set the group's max_attempts and retry policy on this topic */
+        /** Set the group's max_attempts, retry policy, tag filter and push delivery */
         put: operations["put_group_settings"];
         post?: never;
         delete?: never;
@@ -549,13 +549,8 @@ export interface components {
              * @description Tag filter expression ('*': every message)
              */
             filter: string;
-            /**
-             * Push
-             * @description Push delivery settings, if any
-             */
-            push?: {
-                [key: string]: unknown;
-            };
+            /** @description Push delivery settings (the secret shown null); absent if none */
+            push?: components["schemas"]["PushSettings"];
         };
         /** GroupMessageState */
         GroupMessageState: {
@@ -596,6 +591,11 @@ export interface components {
              * @default *
              */
             filter?: string;
+            /**
+             * @description POST each message to a URL instead of waiting for receives
+             * @default null
+             */
+            push?: components["schemas"]["PushSettings"] | null;
         };
         /** Health */
         Health: {
@@ -698,6 +698,35 @@ export interface components {
         NackResult: {
             /** Results */
             results: components["schemas"]["NackReceiptResult"][];
+        };
+        /**
+         * PushSettings
+         * @description A group's push delivery: each message is POSTed to ``url`` as JSON.
+         */
+        PushSettings: {
+            /**
+             * Url
+             * @description http(s) URL on a host of ROCKTIMER_PUSH_ALLOWED_HOSTS
+             */
+            url: string;
+            /**
+             * Secret
+             * @description HMAC-SHA256 key of the Rocktimer-Signature header; write-only (read back as null; a PUT without one keeps the one stored)
+             * @default null
+             */
+            secret?: string | null;
+            /**
+             * Timeout Ms
+             * @description A reply later than this fails the attempt
+             * @default 10000
+             */
+            timeout_ms?: number;
+            /**
+             * Max In Flight
+             * @description POSTs under way at once
+             * @default 16
+             */
+            max_in_flight?: number;
         };
         /** ReceiptResult */
         ReceiptResult: {
@@ -2029,6 +2058,15 @@ export interface operations {
             };
             /** @description The API key's role may not call this operation. */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The group has push delivery set: its messages go to its webhook */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
