@@ -35,6 +35,7 @@ from storage import store
 from storage.records import MessageRecord
 from storage.store import CF
 from workers.clock import FakeClock
+from workers.exporter import EVENTS_DIR
 from workers.retry import FixedPolicy, GroupSettings
 from workers.runner import Engine, EngineConfig
 
@@ -52,16 +53,39 @@ MIB = 2**20
 _END = b"\xff" * 16
 
 
+DISK_PARTS = ("SSTs", "WAL", "event segments", "info LOG and other")
+
+
 @dataclass(frozen=True, slots=True)
 class Sample:
     minute: int
     keys: dict[str, int]  # per column family
-    disk_bytes: int
+    disk: dict[str, int]  # bytes per DISK_PARTS entry
     rss_kib: int
 
     @property
     def all_keys(self) -> int:
         return sum(self.keys.values())
+
+    @property
+    def disk_bytes(self) -> int:
+        return sum(self.disk.values())
+
+
+def _disk_part(relative: Path) -> str:
+    if relative.parts[0] == EVENTS_DIR:
+        return "event segments"
+    return {".sst": "SSTs", ".log": "WAL"}.get(relative.suffix, "info LOG and other")
+
+
+def disk_parts(data_dir: Path) -> dict[str, int]:
+    """The data dir's allocated bytes (as du counts them) by what the files are."""
+    parts = dict.fromkeys(DISK_PARTS, 0)
+    for path in data_dir.rglob("*"):
+        with contextlib.suppress(FileNotFoundError):  # RocksDB removed it meanwhile
+            if path.is_file():
+                parts[_disk_part(path.relative_to(data_dir))] += path.lstat().st_blocks * 512
+    return parts
 
 
 def _settle(engine: Engine, clock: FakeClock) -> None:
@@ -78,7 +102,7 @@ def _settle(engine: Engine, clock: FakeClock) -> None:
 def _sample(engine: Engine, minute: int, data_dir: Path) -> Sample:
     counts = {cf: len(engine.store.scan(cf, b"", _END, 10**9)) for cf in CF.ALL}
     rss = process.status_kib(os.getpid(), "VmRSS")
-    return Sample(minute, counts, process.dir_bytes(data_dir), rss)
+    return Sample(minute, counts, disk_parts(data_dir), rss)
 
 
 def _step(engine: Engine, clock: FakeClock, n: int) -> None:
@@ -124,17 +148,24 @@ def _step(engine: Engine, clock: FakeClock, n: int) -> None:
     asyncio.run(traffic())
 
 
+SCALED = ("WRITE_BUFFER_BYTES", "MAX_TOTAL_WAL_BYTES", "BLOCK_CACHE_BYTES", "MAX_LOG_FILE_BYTES")
+SCALE_DOWN = 16
+
+
 @contextlib.contextmanager
 def small_buffers() -> Iterator[None]:
-    """RocksDB's memtables and WAL scaled down 16x (storage/store.py), so that they fill
-    within the soak: at any load they bound disk and memory; the soak is about what the
-    service itself keeps, which shows only once RocksDB's buffers are full and cycling."""
-    saved = store.WRITE_BUFFER_BYTES, store.MAX_TOTAL_WAL_BYTES
-    store.WRITE_BUFFER_BYTES, store.MAX_TOTAL_WAL_BYTES = saved[0] // 16, saved[1] // 16
+    """RocksDB's memtables, WAL, block cache and info LOG scaled down 16x (storage/store.py),
+    so that they fill within the soak: at any load they bound disk and memory; the soak is
+    about what the service itself keeps, which shows only once RocksDB's buffers are full
+    and cycling."""
+    saved = {name: getattr(store, name) for name in SCALED}
+    for name, value in saved.items():
+        setattr(store, name, value // SCALE_DOWN)
     try:
         yield
     finally:
-        store.WRITE_BUFFER_BYTES, store.MAX_TOTAL_WAL_BYTES = saved
+        for name, value in saved.items():
+            setattr(store, name, value)
 
 
 def measure(minutes: int) -> list[Sample]:
@@ -145,6 +176,7 @@ def measure(minutes: int) -> list[Sample]:
             data_dir=str(data_dir),
             retention_ms=RETENTION_MS,
             dlq_retention_ms=RETENTION_MS,
+            events_retention_ms=RETENTION_MS,  # the event log's segments cycle too
             sweep_interval_ms=10**12,  # swept by hand below, every fake minute
         )
         engine = Engine(config, clock)
@@ -173,41 +205,84 @@ def measure(minutes: int) -> list[Sample]:
 
 
 def markdown(samples: list[Sample], caption: str) -> str:
-    head = "| fake minute | " + " | ".join(CF.ALL) + " | all keys | disk MiB | RSS MiB |"
-    lines = [caption, "", head, "|" + "---|" * (len(CF.ALL) + 4)]
+    disk = " | ".join(f"{part} MiB" for part in DISK_PARTS)
+    head = f"| fake minute | {' | '.join(CF.ALL)} | all keys | {disk} | disk MiB | RSS MiB |"
+    lines = [caption, "", head, "|" + "---|" * (len(CF.ALL) + len(DISK_PARTS) + 5)]
     for s in samples:
-        cells = " | ".join(f"{s.keys[cf]:,}" for cf in CF.ALL)
+        keys = " | ".join(f"{s.keys[cf]:,}" for cf in CF.ALL)
+        parts = " | ".join(f"{s.disk[part] / MIB:,.1f}" for part in DISK_PARTS)
         lines.append(
-            f"| {s.minute} | {cells} | {s.all_keys:,} | {s.disk_bytes / MIB:,.1f} "
+            f"| {s.minute} | {keys} | {s.all_keys:,} | {parts} | {s.disk_bytes / MIB:,.1f} "
             f"| {s.rss_kib / 1024:,.0f} |"
         )
     return "\n".join(lines) + "\n"
 
 
 def chart(samples: list[Sample], caption: str, path: Path) -> None:
-    """Keys per column family, disk and RSS against fake minutes, as a PNG (Agg)."""
+    """Keys per column family, disk by kind of file and RSS against fake minutes, as a PNG
+    (Agg): the retention period and the two halves compared are marked on each panel, with
+    the flat limit (FLAT_LIMIT x the earlier half's peak) of the measure compared."""
+    from matplotlib.axes import Axes
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     xs = [s.minute for s in samples]
-    fig = Figure(figsize=(14, 5), layout="constrained")
+    earlier, later = halves(samples)
+    fig = Figure(figsize=(15, 5.6), layout="constrained")
     FigureCanvasAgg(fig)
     keys_ax, disk_ax, rss_ax = fig.subplots(1, 3, sharex=True)
+
+    keys_ax.plot(xs, [s.all_keys for s in samples], color="black", linewidth=2, label="all")
     for cf in CF.ALL:
-        keys_ax.plot(xs, [s.keys[cf] for s in samples], label=cf)
-    keys_ax.set_title("keys per column family")
-    disk_ax.plot(xs, [s.disk_bytes / MIB for s in samples], color="tab:brown")
-    disk_ax.set_title("data dir on disk (MiB)")
-    rss_ax.plot(xs, [s.rss_kib / 1024 for s in samples], color="tab:purple")
+        keys_ax.plot(xs, [s.keys[cf] for s in samples], label=f"{cf} ({samples[-1].keys[cf]:,})")
+    keys_ax.set_yscale("symlog", linthresh=10)  # 150 timers and 30k in-flight records alike
+    keys_ax.set_title("keys per column family (log scale; at the end)")
+    keys_ax.legend(fontsize=7, ncols=2, loc="lower right", framealpha=0.9)
+
+    disk_ax.stackplot(
+        xs,
+        *[[s.disk[part] / MIB for s in samples] for part in DISK_PARTS],
+        labels=DISK_PARTS,
+        colors=["tab:brown", "tab:orange", "tab:cyan", "tab:gray"],
+        alpha=0.8,
+    )
+    disk_ax.set_title("data dir on disk (MiB), by kind of file")
+    disk_ax.legend(fontsize=7, loc="upper left", framealpha=0.9)
+
+    rss_ax.plot(xs, [s.rss_kib / 1024 for s in samples], color="tab:purple", label="VmRSS")
     rss_ax.set_title("process RSS (MiB)")
+    rss_ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
+
     retention_min = RETENTION_MS / SAMPLE_EVERY_MS
-    for ax in (keys_ax, disk_ax, rss_ax):
+    measures: list[tuple[Axes, Callable[[Sample], float]]] = [
+        (keys_ax, lambda s: s.all_keys),
+        (disk_ax, lambda s: s.disk_bytes / MIB),
+        (rss_ax, lambda s: s.rss_kib / 1024),
+    ]
+    for ax, measure in measures:
+        ax.axvspan(earlier[0].minute, earlier[-1].minute, color="tab:green", alpha=0.08)
+        ax.axvspan(later[0].minute, later[-1].minute, color="tab:blue", alpha=0.08)
         ax.axvline(retention_min, color="grey", linestyle="--", linewidth=1)
-        ax.axvline(2 * retention_min, color="grey", linestyle=":", linewidth=1)
+        limit = FLAT_LIMIT * max(map(measure, earlier))
+        ax.axhline(limit, color="tab:red", linestyle="--", linewidth=0.8)
         ax.set_xlabel("fake minutes of service")
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], limit * 1.08))
         ax.grid(True, alpha=0.3)
-    keys_ax.legend(fontsize=8, ncols=2)
+    marks = [
+        Line2D([], [], color="grey", linestyle="--", label=f"retention ({retention_min:g} min)"),
+        Patch(color="tab:green", alpha=0.2, label="earlier half of the steady state"),
+        Patch(color="tab:blue", alpha=0.2, label="later half"),
+        Line2D(
+            [],
+            [],
+            color="tab:red",
+            linestyle="--",
+            label=f"flat limit: {FLAT_LIMIT}x the earlier half's peak (all keys, disk, RSS)",
+        ),
+    ]
+    fig.legend(handles=marks, loc="outside lower center", ncols=len(marks), fontsize=8)
     fig.suptitle(caption, fontsize=9)
     fig.savefig(str(path), dpi=100)
 
@@ -216,9 +291,9 @@ def write_outputs(samples: list[Sample], profile: str, out_dir: Path) -> tuple[P
     today = datetime.date.today().isoformat()
     caption = (
         f"rocktimer soak, {profile} profile, {today}, commit {report.revision()} — "
-        f"{report.machine()}\n{SENDS_PER_S} sends/s on a fake clock; retention "
-        f"{RETENTION_MS // 60_000} min (dashed line); steady state from "
-        f"{2 * RETENTION_MS // 60_000} min (dotted line)"
+        f"{report.machine()}\n{SENDS_PER_S} sends/s on a fake clock, retention "
+        f"{RETENTION_MS // 60_000} min (dashed line); the peaks of the shaded halves of the "
+        f"steady state (from {2 * RETENTION_MS // 60_000} min) are compared"
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     md = out_dir / f"soak-{profile}.md"

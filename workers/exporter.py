@@ -80,9 +80,15 @@ class Exporter(Periodic):
 
         if not self._from:
             segments.remove_hidden(self.root)
+        # Up to the events there now: what arrives while this round writes waits for the
+        # next one. Chasing it sealed a stream of tiny segments back to back under a
+        # steady load (bench figure 13, 1,700 fires/s: a quarter of a core, and thousands
+        # of files a day for Spark to list).
+        next_seq = self.store.get(CF.META, keys.EVENTS_NEXT_KEY)
+        upto = keys.event_key(keys.read_u64(next_seq)) if next_seq else _END
         total = 0
         while not self.stopping:
-            picked = self._pick()
+            picked = self._pick(upto)
             if picked is None:
                 break
             time.sleep(0)  # between steps, let the writer and the event loop have the GIL
@@ -106,12 +112,12 @@ class Exporter(Periodic):
 
         return segments.expire(self.root, self.clock.now_ms() - self.retention_ms, self._newest)
 
-    def _pick(self) -> Picked | None:
-        """The next segment's events: the range an earlier export sealed (then crashed),
-        or up to ``segment_rows`` events of one day."""
+    def _pick(self, upto: bytes) -> Picked | None:
+        """The next segment's events before the key ``upto``: the range an earlier export
+        sealed (then crashed), or up to ``segment_rows`` events of one day."""
         from workers import segments
 
-        first_entries = self.store.scan(CF.EVENTS, self._from, _END, 1)
+        first_entries = self.store.scan(CF.EVENTS, self._from, upto, 1)
         if not first_entries:
             return None
         first = keys.read_u64(first_entries[0][0])
@@ -121,7 +127,7 @@ class Exporter(Periodic):
         picked: list[tuple[bytes, bytes]] = []
         rows, day_start = 0, -1  # the segment's UTC day, from its first value
         while True:
-            found = self.store.scan(CF.EVENTS, cursor, _END, SCAN_VALUES)
+            found = self.store.scan(CF.EVENTS, cursor, upto, SCAN_VALUES)
             for key, value in found:
                 n, at_ms = events.count_and_time(value)
                 if fixed_last is not None:

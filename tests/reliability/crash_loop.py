@@ -191,7 +191,12 @@ STORM_CHANCE = 0.8  # a cycle has one storm: STORM_SIZE messages due in the same
 
 
 _RECOVERY_WALS = re.compile(r'"event": "recovery_started", "wal_files": \[([0-9, ]*)\]')
-_TORN_TAIL = re.compile(r"/(\d+)\.log: dropping \d+ bytes; Corruption: error reading trailing data")
+# RocksDB says either, depending on where the kill cut the last record: inside its header
+# ("trailing data") or inside its body, the header written ("truncated record body").
+_TORN_TAIL = re.compile(
+    r"/(\d+)\.log: dropping \d+ bytes; Corruption: "
+    r"(error reading trailing data|truncated record body)"
+)
 
 
 def store_open_problems(log: str) -> tuple[int, list[str]]:

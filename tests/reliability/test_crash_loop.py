@@ -128,6 +128,11 @@ def test_store_open_tolerates_only_a_torn_tail_of_the_newest_wal() -> None:
         "Corruption: error reading trailing data due to encountering EOF\n"
     )
     assert crash_loop.store_open_problems(log.replace("{n}", "241")) == (1, [])
+    body = log.replace(
+        "error reading trailing data due to encountering EOF", "truncated record body"
+    )
+    assert crash_loop.store_open_problems(body.replace("{n}", "241")) == (1, [])
+    assert crash_loop.store_open_problems(body.replace("{n}", "238"))[0] == 0
     torn, problems = crash_loop.store_open_problems(log.replace("{n}", "238"))
     assert torn == 0
     assert len(problems) == 1

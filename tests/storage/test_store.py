@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from storage import store as store_mod
 from storage.errors import StorageError, StoreClosedError
 from storage.store import CF, Delete, DeleteRange, Put, RocksStore
 
@@ -144,3 +145,23 @@ def test_compact_after_delete_range_drops_the_range_from_disk(store: RocksStore)
     assert store.property_int(CF.TIMERS, "rocksdb.estimate-num-keys") == 100
     assert store.property_int(CF.TIMERS, "rocksdb.total-sst-files-size") < size_before / 10
     assert all_keys(store, CF.TIMERS) == [k(i) for i in range(n - 100, n)]
+
+
+def test_every_column_family_shares_one_bounded_block_cache(store: RocksStore) -> None:
+    # RocksDB's default gives each CF its own 32 MiB cache: seven of them filled with
+    # blocks of deleted SSTs and raised RSS for hours (bench figure 15).
+    for cf in CF.ALL:
+        assert store.property_int(cf, "rocksdb.block-cache-capacity") == store_mod.BLOCK_CACHE_BYTES
+    store.write([Put(CF.LOGS, k(i), b"x" * 100) for i in range(2000)], sync=True)
+    store.compact(CF.LOGS, None, None)  # to an SST, so that reads go through the cache
+    assert len(all_keys(store, CF.LOGS)) == 2000
+    usage = [store.property_int(cf, "rocksdb.block-cache-usage") for cf in CF.ALL]
+    assert usage[0] > 0
+    assert usage == [usage[0]] * len(CF.ALL)  # one cache: every CF sees the logs' blocks
+
+
+def test_the_info_log_rolls_and_old_ones_are_capped(path: str) -> None:
+    RocksStore(path).close()
+    options = max(Path(path).glob("OPTIONS-*"), key=lambda p: p.stat().st_mtime).read_text()
+    assert f"max_log_file_size={store_mod.MAX_LOG_FILE_BYTES}\n" in options
+    assert f"keep_log_file_num={store_mod.KEEP_LOG_FILES}\n" in options

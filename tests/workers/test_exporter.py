@@ -138,6 +138,33 @@ def test_a_crash_between_seal_and_delete_reseals_the_same_file(
     assert cf_events(engine.store) == []
 
 
+def test_a_round_seals_what_it_found_and_leaves_what_arrives_meanwhile(
+    make_engine: EngineFactory, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under a steady load, chasing the events that arrived while a segment was written
+    # sealed tiny segments back to back, never ending the round.
+    engine = quiet_engine(make_engine)
+    send_batches(engine, clock, batches=3, size=30, tag="a")
+    write = segments.write
+    arrived: list[int] = []
+
+    def write_while_events_arrive(*args: Any) -> segments.Segment:
+        if len(arrived) == 3:
+            pytest.fail("the round chases the events that arrive while it writes")
+        send_batches(engine, clock, batches=1, size=30, tag=f"b{len(arrived)}")
+        arrived.append(30)
+        return write(*args)
+
+    monkeypatch.setattr(segments, "write", write_while_events_arrive)
+    exp = exporter(engine, clock, rows=60)
+    assert exp.export() == 90  # two segments (60 + 30): what was there at the start
+    assert len(arrived) == 2
+    assert len(cf_events(engine.store)) == 60, "what came meanwhile waits for the next round"
+    monkeypatch.undo()
+    assert exp.export() == 60
+    assert cf_events(engine.store) == []
+
+
 def test_segments_split_at_midnight_and_expire_after_the_retention(
     make_engine: EngineFactory, clock: FakeClock
 ) -> None:

@@ -12,7 +12,7 @@ import pytest
 from storage.errors import ScheduleNotFound
 from storage.records import MessageRecord
 from tests.workers.conftest import EngineFactory
-from tests.workers.support import run, stop_within, timer_keys, topic_log, wait_until
+from tests.workers.support import record, run, stop_within, timer_keys, topic_log, wait_until
 from workers import schedules
 from workers.clock import FakeClock
 from workers.runner import Engine
@@ -86,6 +86,29 @@ def test_a_replace_keeps_the_phase_and_a_delete_stops_it(engine: Engine, clock: 
         run(engine.delete_schedule("t", "s"))
     with pytest.raises(ScheduleNotFound):
         schedules.get(engine.store, "t", "s")
+
+
+def test_schedules_due_in_one_span_fire_together_once_each(
+    engine: Engine, clock: FakeClock
+) -> None:
+    # 300 schedules due within 300 ms, a message timer among them, and one fire whose
+    # msg_id a producer already used: one span, fired in runs of one kind (move.py).
+    start = clock.now_ms() + 1_000
+    for i in range(300):
+        s = spec(every_ms=MINUTE)._replace(start_at_ms=start + i)
+        put(engine, f"s{i:03d}", s)
+    run(engine.send(record("t", "plain", start + 150)))
+    run(engine.send(record("t", "s007:" + str(start + 7), start + 30 * MINUTE)))
+    clock.set(start + 299)
+    want = {f"s{i:03d}:{start + i}" for i in range(300) if i != 7} | {"plain"}
+    wait_until(lambda: {r.msg_id for r in fired(engine)} == want, what="every fire")
+    got = fired(engine)
+    assert len(got) == len(want), "each once"
+    assert all(r.delivered_at_ms == start + 299 for r in got)
+    for i in (0, 7, 150, 299):
+        now = schedules.get(engine.store, "t", f"s{i:03d}")
+        assert (now.last_fire_at_ms, now.next_fire_at_ms) == (start + i, start + i + MINUTE)
+    assert len(timer_keys(engine.store)) == 300 + 1  # the next fires, and s007:... pending
 
 
 def test_end_at_stops_the_fires(engine: Engine, clock: FakeClock) -> None:

@@ -48,16 +48,12 @@ def move_due(
         return 0
     unchanged = cancel_mark is not None and cancel_mark == txn.cancels_committed
     span = Span(txn, entries, recheck=not (unchanged and not txn.cancels))
-    # Internal timers are few and fire one by one; the messages between them, in runs
-    # (a storm is one run: one index multi-get, one tight loop).
+    # In runs of one kind, in key order: a storm of messages is one run (one index
+    # multi-get, one tight loop), and so are the schedules due in a scanned span.
     start = 0
-    for i in [i for i, (k, _) in enumerate(entries) if k[8] == PERCENT and internal(k)]:
-        if start < i:
-            message.fire_run(span, start, i)
-        kind_of(entries[i][0])(span, i, i + 1)
-        start = i + 1
-    if start < len(entries):
-        message.fire_run(span, start, len(entries))
+    for fire_run, stop in _runs(entries):
+        fire_run(span, start, stop)
+        start = stop
     end = keys.successor(entries[-1][0])
     if len(entries) >= RANGE_DELETE_MIN:
         txn.delete_range(CF.TIMERS, entries[0][0], end)
@@ -66,3 +62,21 @@ def move_due(
             txn.delete(CF.TIMERS, key)
     txn.put(CF.META, keys.WATERMARK_KEY, end)
     return span.moved
+
+
+def _runs(entries: Sequence[tuple[bytes, bytes]]) -> list[tuple[FireRun, int]]:
+    """The span cut into runs of timers of one kind: (its fire action, where it ends)."""
+    runs: list[tuple[FireRun, int]] = []
+    start = 0
+    for i in [i for i, (k, _) in enumerate(entries) if k[8] == PERCENT and internal(k)]:
+        if start < i:  # the messages before this internal timer
+            runs.append((message.fire_run, i))
+        fire_run = kind_of(entries[i][0])
+        if runs and runs[-1] == (fire_run, i):  # the same kind as the timer before it
+            runs[-1] = (fire_run, i + 1)
+        else:
+            runs.append((fire_run, i + 1))
+        start = i + 1
+    if start < len(entries):
+        runs.append((message.fire_run, len(entries)))
+    return runs

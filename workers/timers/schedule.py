@@ -20,7 +20,7 @@ from storage.events import EventKind
 from storage.records import BodyEncoding, MessageRecord, encode_message
 from storage.store import CF
 from workers import cron, events, messages
-from workers.timers.kind import one_at_a_time
+from workers.timers.kind import Span, log, one_at_a_time
 from workers.txn import Txn
 
 PREFIX = keys.SCHEDULE_PREFIX
@@ -105,25 +105,81 @@ def body_bytes(s: Schedule) -> tuple[bytes, BodyEncoding]:
     return s.body.encode(), BodyEncoding.UTF8
 
 
+class _Due(NamedTuple):
+    topic: str
+    schedule_id: str
+    schedule: Schedule
+    fire_at: int
+
+    @property
+    def msg_id(self) -> str:
+        return f"{self.schedule_id}:{self.fire_at}"
+
+    @property
+    def msg_key(self) -> bytes:
+        return keys.message_key(self.topic, self.msg_id)
+
+
+def fire_run(span: Span, start: int, stop: int) -> None:
+    """Fire a run of schedule timers: the schedules, then their fires' msg_ids, each read
+    with one multi-get (100k schedules firing every minute are ~1,700 fires a second, in
+    runs of a few to thousands). A schedule deleted or replaced after the scan is skipped:
+    its timer key is not the one it stores any more."""
+    txn = span.txn
+    timers: list[keys.TimerKey] = []
+    for key, _ in span.entries[start:stop]:
+        try:
+            timers.append(keys.decode_timer_key(key))
+        except CorruptRecordError as exc:
+            log.error("skipping an undecodable timer: %s", exc)
+    named = [(t.target[len(PREFIX) :], t.ident.decode()) for t in timers]
+    slots = [keys.schedule_key(topic, sid) for topic, sid in named]
+    if len(set(slots)) < len(slots):  # never made by this code (one timer per schedule)
+        one_at_a_time(fire)(span, start, stop)
+        return
+    due: list[_Due] = []
+    for timer, (topic, sid), raw in zip(timers, named, txn.get_many(CF.META, slots), strict=True):
+        if raw is None:
+            continue  # deleted after the scan
+        try:
+            s = decode(raw)
+        except CorruptRecordError as exc:
+            log.error("skipping the fire of an undecodable schedule: %s", exc)
+            continue
+        if s.next_fire_at_ms == timer.due_ms:  # else replaced after the scan
+            at = latest_due(s, timer.due_ms, txn.now_ms)
+            due.append(_Due(topic, sid, s, at))
+    sent = txn.get_many(CF.MESSAGES, [d.msg_key for d in due])
+    for d, already in zip(due, sent, strict=True):
+        _fire(txn, d, already is not None)
+
+
 def fire(txn: Txn, key: bytes, value: bytes) -> None:
+    """Fire one schedule timer (as ``fire_run`` does a run of them)."""
     timer = keys.decode_timer_key(key)
     topic, schedule_id = timer.target[len(PREFIX) :], timer.ident.decode()
-    slot = keys.schedule_key(topic, schedule_id)
-    raw = txn.get(CF.META, slot)
+    raw = txn.get(CF.META, keys.schedule_key(topic, schedule_id))
     if raw is None:
         return  # deleted after the scan
     s = decode(raw)
     if s.next_fire_at_ms != timer.due_ms:
         return  # replaced after the scan: its new timer fires instead
-    fire_at = latest_due(s, timer.due_ms, txn.now_ms)
-    msg_id = f"{schedule_id}:{fire_at}"
-    if txn.get(CF.MESSAGES, keys.message_key(topic, msg_id)) is None:
-        body, encoding = body_bytes(s)
-        props = {**s.properties, PROPERTY: schedule_id}
-        rec = MessageRecord(topic, msg_id, fire_at, txn.now_ms, body, encoding, s.tag, props)
+    d = _Due(topic, schedule_id, s, latest_due(s, timer.due_ms, txn.now_ms))
+    _fire(txn, d, txn.get(CF.MESSAGES, d.msg_key) is not None)
+
+
+def _fire(txn: Txn, d: _Due, already_sent: bool) -> None:
+    """Deliver the fire's message (unless its msg_id exists) and arm the next fire."""
+    if not already_sent:
+        body, encoding = body_bytes(d.schedule)
+        props = {**d.schedule.properties, PROPERTY: d.schedule_id}
+        rec = MessageRecord(
+            d.topic, d.msg_id, d.fire_at, txn.now_ms, body, encoding, d.schedule.tag, props
+        )
         events.emit(txn, EventKind.SCHEDULED, encode_message(rec))
         messages.deliver(txn, rec)
-    arm(txn, topic, schedule_id, s._replace(last_fire_at_ms=fire_at), fire_at)
+    s = d.schedule._replace(last_fire_at_ms=d.fire_at)
+    arm(txn, d.topic, d.schedule_id, s, d.fire_at)
 
 
 def arm(txn: Txn, topic: str, schedule_id: str, s: Schedule, after_ms: int) -> Schedule:
@@ -137,6 +193,3 @@ def arm(txn: Txn, topic: str, schedule_id: str, s: Schedule, after_ms: int) -> S
         txn.put(CF.TIMERS, timer_key(nxt, topic, schedule_id), b"")
         txn.schedule_hint(nxt)
     return s
-
-
-fire_run = one_at_a_time(fire)
