@@ -116,8 +116,9 @@ def open_engine(settings: Settings) -> Engine:
 
 
 class Server(uvicorn.Server):
-    """uvicorn's server, which answers the open long polls (empty) the moment a stop
-    begins: each would otherwise hold the stop for up to its wait_ms (30 s)."""
+    """uvicorn's server, which answers the open long polls (empty) and ends the open
+    streams the moment a stop begins: a long poll would otherwise hold the stop for up to
+    its wait_ms (30 s), a stream until its client goes."""
 
     def __init__(self, config: uvicorn.Config, engine: Engine) -> None:
         super().__init__(config)

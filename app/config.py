@@ -11,6 +11,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from workers.runner import EngineConfig
+from workers.webhook import DEFAULT_ALLOWED_HOSTS, allowed_hosts
 
 # The engine's defaults are EngineConfig's own; the settings only add bounds and env names.
 ENGINE_DEFAULTS: dict[str, int] = {
@@ -54,7 +55,16 @@ class Settings(BaseSettings):
     # Deliveries this far behind (the oldest due timer not yet in its topic log): sends
     # get 429 + Retry-After and /readyz says "lagging", until back under half of it.
     due_backlog_limit_ms: int = Field(ENGINE_DEFAULTS["due_backlog_limit_ms"], ge=1)
+    # A stream with nothing to send says ": keep-alive" this often (proxies drop idle ones).
+    stream_keepalive_ms: int = Field(15_000, ge=10)
     api_keys: dict[str, Role] = Field(default_factory=dict)
+    # Hosts a group's push url may name, comma-separated ("*.example.com": its subdomains;
+    # "*": any host). The service POSTs from inside the network: keep it to the receivers.
+    push_allowed_hosts: str = DEFAULT_ALLOWED_HOSTS
+
+    @cached_property
+    def allowed_push_hosts(self) -> frozenset[str]:
+        return allowed_hosts(self.push_allowed_hosts)
 
     @cached_property
     def engine(self) -> EngineConfig:

@@ -53,6 +53,9 @@ class BodyLimit:
         return counted
 
 
+HEAD_KEY = "rocktimer.head"  # set on a HEAD request run as GET (a stream must not start)
+
+
 class HeadAsGet:
     """HEAD wherever GET is served (RFC 9110 §9.1), without a second OpenAPI operation:
     the request runs as GET and the body is dropped, headers kept."""
@@ -70,4 +73,4 @@ class HeadAsGet:
                 message = {**message, "body": b""}
             await send(message)
 
-        await self.app({**scope, "method": "GET"}, receive, headers_only)
+        await self.app({**scope, "method": "GET", HEAD_KEY: True}, receive, headers_only)

@@ -16,6 +16,7 @@ from app.config import Settings
 from app.front import Service
 from app.limits import BodyLimit, HeadAsGet
 from app.metrics import RequestTimes, registry_for
+from app.push import Pusher
 from app.routes import admin, browse, console, consumers, producers, schedules, service
 from workers.clock import Clock
 from workers.runner import Engine
@@ -36,8 +37,11 @@ def create_app(
         nonlocal engine
         engine = engine or Engine(settings.engine, clock)
         engine.start()
+        pusher = Pusher(engine, settings.allowed_push_hosts)
+        pusher.start()
         app.state.engine = engine
-        app.state.registry = registry_for(engine, request_times)
+        app.state.pusher = pusher
+        app.state.registry = registry_for(engine, request_times, pusher)
         if not settings.api_keys:
             log.warning("ROCKTIMER_API_KEYS is not set: the API is open to anyone (development)")
         log.info(
@@ -49,6 +53,7 @@ def create_app(
             yield
         finally:
             engine.release_long_polls()  # if the server did not already at its stop signal
+            await pusher.stop()
             await asyncio.to_thread(engine.stop)
             engine = None
             log.info("rocktimer stopped cleanly")

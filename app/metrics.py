@@ -19,6 +19,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from app.push import Pusher
 from workers import browse
 from workers.histogram import Histogram
 from workers.lag import DUE_COUNT_CAP
@@ -106,10 +107,27 @@ def _group_gauges(engine: Engine) -> Sequence[GaugeMetricFamily]:
     return list(families.values())
 
 
+def _push_families(pusher: Pusher) -> Sequence[Metric]:
+    """Per push group: POSTs that acked and that failed, and those under way."""
+    labels = ["topic", "group"]
+    pushes = CounterMetricFamily(
+        "rocktimer_pushes", "Webhook POSTs by outcome", labels=[*labels, "outcome"]
+    )
+    inflight = GaugeMetricFamily(
+        "rocktimer_push_inflight", "Webhook POSTs under way", labels=labels
+    )
+    for (topic, group), tally in sorted(pusher.tallies.items()):
+        pushes.add_metric([topic, group, "ok"], tally.ok)
+        pushes.add_metric([topic, group, "failed"], tally.failed)
+        inflight.add_metric([topic, group], tally.in_flight)
+    return pushes, inflight
+
+
 class EngineCollector(Collector):
-    def __init__(self, engine: Engine, requests: RequestTimes) -> None:
+    def __init__(self, engine: Engine, requests: RequestTimes, pusher: Pusher) -> None:
         self.engine = engine
         self.requests = requests
+        self.pusher = pusher
 
     def collect(self) -> Iterator[Metric]:
         e = self.engine
@@ -129,6 +147,7 @@ class EngineCollector(Collector):
         yield GaugeMetricFamily(
             "rocktimer_long_polls", "Receivers waiting in a long poll", e.long_polls.waiting
         )
+        yield GaugeMetricFamily("rocktimer_streams", "Streaming receives open", len(e.streams))
         yield GaugeMetricFamily(
             "rocktimer_due_backlog_timers",
             "Due timers not yet in their topic log (those not yet scanned: up to "
@@ -169,10 +188,11 @@ class EngineCollector(Collector):
         yield histogram(
             "rocktimer_writer_batch_ops", "Ops per group commit (batch)", e.writer.batch_ops
         )
+        yield from _push_families(self.pusher)
         yield self.requests.family()
 
 
-def registry_for(engine: Engine, requests: RequestTimes) -> CollectorRegistry:
+def registry_for(engine: Engine, requests: RequestTimes, pusher: Pusher) -> CollectorRegistry:
     registry = CollectorRegistry()
-    registry.register(EngineCollector(engine, requests))
+    registry.register(EngineCollector(engine, requests, pusher))
     return registry

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from workers.retry import DELAY_LEVELS_MS, MAX_RETRY_DELAY_MS, GroupSettings
+from workers.webhook import PushSettings
 
 NAME_PATTERN = r"^[%|a-zA-Z0-9_-]{1,127}$"
 MSG_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
@@ -179,10 +180,13 @@ class CancelResult(_Reply):
     cancelled_at_ms: int
 
 
+INVISIBLE_MS_MIN, INVISIBLE_MS_MAX = 1_000, 43_200_000  # how long a receive holds (1 s..12 h)
+
+
 class ReceiveRequest(_Strict):
     max_messages: Annotated[int, Field(ge=1, le=MAX_BATCH)] = 16
     wait_ms: Annotated[int, Field(ge=0, le=30_000)] = 0
-    invisible_ms: Annotated[int, Field(ge=1_000, le=43_200_000)] = 30_000
+    invisible_ms: Annotated[int, Field(ge=INVISIBLE_MS_MIN, le=INVISIBLE_MS_MAX)] = 30_000
 
 
 class ReceivedMessage(_Reply):
@@ -235,7 +239,7 @@ class NackResult(_Reply):
 
 class InvisibilityRequest(_Strict):
     receipt: Receipt
-    invisible_ms: Annotated[int, Field(ge=1_000, le=43_200_000)]
+    invisible_ms: Annotated[int, Field(ge=INVISIBLE_MS_MIN, le=INVISIBLE_MS_MAX)]
 
 
 class InvisibilityResult(_Reply):
@@ -303,7 +307,9 @@ class GroupItem(_Reply):
     retrying: int = Field(description="Failed, waiting for the retry delay")
     dead: int = Field(description="Dead letters from this topic")
     filter: str = Field(description="Tag filter expression ('*': every message)")
-    push: dict[str, Any] | None = Field(None, description="Push delivery settings, if any")
+    push: PushSettings | None = Field(
+        None, description="Push delivery settings (the secret shown null); absent if none"
+    )
 
 
 class GroupPage(_Reply):

@@ -2,8 +2,8 @@
 
 BENCH_SCALE=full for the full sizes; BENCH_STORM_N, BENCH_CONSUME_N, BENCH_NACK_N,
 BENCH_PENDING_N, BENCH_RECLAIM_N, BENCH_PIPELINE_N, BENCH_GROWTH_LEVELS (bench/scale.py),
-BENCH_SCHEDULES_N and BENCH_FILTER_N override single sizes; figure 16 (Spark) runs only when
-named or with BENCH_SCALE=full. Figure numbers as arguments run only those:
+BENCH_SCHEDULES_N, BENCH_FILTER_N and BENCH_PUSH_N override single sizes; figure 16 (Spark)
+runs only when named or with BENCH_SCALE=full. Figure numbers as arguments run only those:
 ``python -m bench 5 7``.
 Progress goes to stderr. See bench/README.md for what each figure measures.
 """
@@ -23,6 +23,7 @@ from bench import (
     ontime,
     pending,
     pipeline,
+    push,
     receive,
     reclaim,
     redis_alt,
@@ -33,6 +34,7 @@ from bench import (
     send,
     soak,
     storm,
+    stream,
 )
 
 Figure = tuple[str, str, Callable[[], list[report.Row]]]
@@ -102,6 +104,18 @@ def figures(s: scale.Scale) -> list[Figure]:
         ("14", "filtered vs unfiltered receive", lambda: filtered.run_figure(filtered.size())),
         ("15", "soak", lambda: soak.run_figure(minutes=s.soak_minutes, profile=s.name)),
         ("16", "Spark pipeline", lambda: pipeline.run_figure(n=s.pipeline_n)),
+        (
+            "17",
+            "push delivery (webhooks)",
+            lambda: push.run_figure(seconds=s.lateness_seconds, n=s.push_n),
+        ),
+        (
+            "18",
+            "streaming receive",
+            lambda: stream.run_figure(
+                seconds=s.stream_seconds, streams=s.streams_open, probes=s.stream_probes
+            ),
+        ),
     ]
 
 

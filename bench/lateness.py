@@ -72,7 +72,7 @@ class Lateness:
 
 
 async def load_schedule(
-    port: int, *, rate: int, seconds: float
+    port: int, *, rate: int, seconds: float, topic: str = TOPIC
 ) -> tuple[list[int], loader.LoadStats]:
     """Batch-send ``rate`` x ``seconds`` timers due evenly from a lead ahead: their due
     times, and how the load went."""
@@ -86,7 +86,7 @@ async def load_schedule(
         for i in range(0, n, loader.BATCH_SIZE)
     )
     load = await loader.send_batches(
-        process.HOST, port, TOPIC, bodies, deadline_s=loader.lead_ms(n) / 1e3
+        process.HOST, port, topic, bodies, deadline_s=loader.lead_ms(n) / 1e3
     )
     if load.stored != n:
         raise RuntimeError(f"loaded {load.stored} of {n} timers ({load.describe_failures()})")

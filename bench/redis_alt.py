@@ -307,14 +307,17 @@ def _in_fresh_redis(
         return run(lambda: body(server))
 
 
+def measure_lateness(binary: str, *, rate: int, seconds: float, load_rate: float) -> Lateness:
+    """The poller's lateness phase alone, on a fresh redis-server (figures 6 and 17)."""
+    return _in_fresh_redis(
+        binary,
+        lambda s: lateness_phase(s.port, s.pid, rate=rate, seconds=seconds, load_rate=load_rate),
+    )
+
+
 def measure_redis(binary: str, *, batches: int, seconds: float, storm_n: int) -> RedisRun:
     sched = _in_fresh_redis(binary, lambda s: schedule_phase(s.port, s.pid, batches))
-    late = _in_fresh_redis(
-        binary,
-        lambda s: lateness_phase(
-            s.port, s.pid, rate=lateness.RATE_PER_S, seconds=seconds, load_rate=sched.rate
-        ),
-    )
+    late = measure_lateness(binary, rate=lateness.RATE_PER_S, seconds=seconds, load_rate=sched.rate)
     burst = _in_fresh_redis(binary, lambda s: storm_phase(s, storm_n, sched.rate))
     return RedisRun(_version(binary), sched, late, burst)
 

@@ -5,8 +5,8 @@ sizes the targets are stated for (a one-minute lateness window, a 10M storm, 10M
 timers and 10M deliveries).
 
 Environment overrides (any profile): BENCH_STORM_N, BENCH_CONSUME_N, BENCH_NACK_N,
-BENCH_PENDING_N, BENCH_RECLAIM_N, BENCH_SOAK_MINUTES, BENCH_PIPELINE_N (integers) and
-BENCH_GROWTH_LEVELS (comma-separated integers, e.g. ``10000,100000``).
+BENCH_PENDING_N, BENCH_RECLAIM_N, BENCH_SOAK_MINUTES, BENCH_PIPELINE_N, BENCH_PUSH_N
+(integers) and BENCH_GROWTH_LEVELS (comma-separated integers, e.g. ``10000,100000``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ class Scale:
     ontime_seconds: float  # figure 10: each phase's window (timers due, loads running)
     soak_minutes: int  # figure 15: fake minutes of steady load
     pipeline_n: int  # figure 16: rows bulk-loaded, and events reported and audited
+    push_n: int  # figure 17: messages pushed to the webhook receiver (and POSTed directly)
+    stream_seconds: float  # figure 18: how long 5k timers/s fall due for one stream
+    streams_open: int  # figure 18: streams held open at once
+    stream_probes: int  # figure 18: single messages due on one of the open streams
 
 
 QUICK = Scale(
@@ -49,6 +53,10 @@ QUICK = Scale(
     ontime_seconds=30,
     soak_minutes=60,
     pipeline_n=100_000,
+    push_n=50_000,
+    stream_seconds=30,
+    streams_open=2_000,
+    stream_probes=500,
 )
 FULL = Scale(
     name="full",
@@ -65,6 +73,10 @@ FULL = Scale(
     ontime_seconds=60,
     soak_minutes=240,
     pipeline_n=10_000_000,
+    push_n=200_000,
+    stream_seconds=60,
+    streams_open=2_000,
+    stream_probes=2_000,
 )
 
 _INT_OVERRIDES = {
@@ -75,6 +87,7 @@ _INT_OVERRIDES = {
     "BENCH_RECLAIM_N": "reclaim_n",
     "BENCH_SOAK_MINUTES": "soak_minutes",
     "BENCH_PIPELINE_N": "pipeline_n",
+    "BENCH_PUSH_N": "push_n",
 }
 
 

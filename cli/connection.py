@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import IntEnum
 from typing import Any, TypeVar
 
 import httpx
+import orjson
 from rocktimer_client import Client
 from rocktimer_client.errors import UnexpectedStatus
 from rocktimer_client.models import Problem
@@ -49,6 +50,10 @@ class Failed(Exception):
         self.problem = problem
 
 
+class NoStream(Exception):
+    """The server has no streaming receive (one from before it): poll instead."""
+
+
 class Api:
     """The generated client for one server; every call's outcome is its reply or Failed."""
 
@@ -70,21 +75,12 @@ class Api:
         try:
             reply = operation(*args, client=self.client, **kwargs)
         except httpx.TransportError as exc:
-            reason = str(exc) or type(exc).__name__
-            raise Failed(
-                Exit.UNREACHABLE,
-                f"cannot reach {self.url}: {reason} (is the server running? see --url)",
-            ) from None
+            raise self._unreachable(exc) from None
         except UnexpectedStatus as exc:
-            text = exc.content.decode(errors="replace")[:200]
-            raise Failed(exit_for(exc.status_code), f"{exc.status_code}: {text}") from None
+            raise _unexpected(exc.status_code, exc.content) from None
         parsed = reply.parsed
         if isinstance(parsed, Problem):
-            raise Failed(
-                exit_for(parsed.status),
-                f"{parsed.status} {parsed.title}: {parsed.detail}",
-                parsed.to_dict(),
-            )
+            raise _refused(parsed)
         if parsed is None:
             raise Failed(Exit.UNAVAILABLE, f"{reply.status_code}: a reply that does not parse")
         return reply.status_code, parsed
@@ -92,3 +88,49 @@ class Api:
     def call(self, operation: Callable[..., Response[T | Problem]], *args: Any, **kwargs: Any) -> T:
         """Run a generated ``sync_detailed`` operation: its parsed reply, or Failed."""
         return self.reply(operation, *args, **kwargs)[1]
+
+    def events(self, path: str, params: dict[str, int]) -> Iterator[dict[str, Any]]:
+        """The messages of a server-sent event stream as they come (keep-alives skipped);
+        Failed as ``reply``, NoStream if the server has no such stream (404)."""
+        try:
+            with self.client.get_httpx_client().stream("GET", path, params=params) as r:
+                if r.status_code == 404:
+                    raise NoStream(path)
+                if r.status_code != 200:
+                    raise _failure(r.status_code, r.read())
+                event = ""
+                for line in r.iter_lines():
+                    if line.startswith("event: "):
+                        event = line[len("event: ") :]
+                    elif line.startswith("data: ") and event == "message":
+                        yield orjson.loads(line[len("data: ") :])
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from None
+
+    def _unreachable(self, exc: httpx.TransportError) -> Failed:
+        reason = str(exc) or type(exc).__name__
+        return Failed(
+            Exit.UNREACHABLE,
+            f"cannot reach {self.url}: {reason} (is the server running? see --url)",
+        )
+
+
+def _refused(problem: Problem) -> Failed:
+    return Failed(
+        exit_for(problem.status),
+        f"{problem.status} {problem.title}: {problem.detail}",
+        problem.to_dict(),
+    )
+
+
+def _failure(status: int, content: bytes) -> Failed:
+    """A reply the generated client did not parse: its Problem if it is one."""
+    try:
+        problem = Problem.from_dict(orjson.loads(content))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return _unexpected(status, content)
+    return _refused(problem)
+
+
+def _unexpected(status: int, content: bytes) -> Failed:
+    return Failed(exit_for(status), f"{status}: {content.decode(errors='replace')[:200]}")

@@ -7,10 +7,11 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import attrs
 import typer
@@ -47,7 +48,7 @@ from rocktimer_client.models import (
 from rocktimer_client.types import UNSET, Response, Unset
 
 from cli import batchfile
-from cli.connection import DEFAULT_URL, Api, Exit, Failed
+from cli.connection import DEFAULT_URL, Api, Exit, Failed, NoStream
 from cli.show import Out, count, now_ms
 from cli.times import duration, parse_duration_ms, parse_time_ms, when
 
@@ -59,6 +60,7 @@ EXIT_CODES = (
 MAX_BATCH = 1000  # items per request (api.md)
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # JSON per request, under the server's 5 MiB default
 MAX_POLL_MS = 30_000
+STREAM_IN_FLIGHT = 100  # messages printed and not yet acked at once (the server's default)
 MAX_REDRIVE_ALL = 1_000_000  # dead letters one `dlq redrive --all` sends back
 _ITEM_PREFIX = re.compile(r"^messages\.\d+\.")  # the longest long poll the server takes
 
@@ -346,35 +348,74 @@ def tail(
         bool, typer.Option(help="Ack what is printed (--no-ack: it comes back later).")
     ] = True,
     count: Annotated[int | None, typer.Option(min=1, help="Stop after this many messages.")] = None,
-    wait: Annotated[str, typer.Option(help="Long poll per request (at most 30s).")] = "10s",
+    wait: Annotated[
+        str, typer.Option(help="Long poll per request, on a server without streams (<= 30s).")
+    ] = "10s",
     invisible: Annotated[
         str, typer.Option(help="How long a printed message stays hidden from the group.")
     ] = "30s",
     as_json: Json = False,
 ) -> None:
-    """Receive messages as GROUP, print each, ack them; until Ctrl+C or --count."""
+    """Print messages of GROUP the moment they are visible, and ack them; until Ctrl+C or
+    --count. Streams them (server-sent events); polls a server that has no stream."""
     wait_ms = min(_ms(parse_duration_ms, wait, "--wait") or 0, MAX_POLL_MS)
     invisible_ms = _ms(parse_duration_ms, invisible, "--invisible") or 0
     api, out, seen = _api(ctx), Out(as_json), 0
+    in_flight = min(count, MAX_BATCH) if count else STREAM_IN_FLIGHT
+    printed: list[str] = []  # receipts not acked yet
+
+    def left() -> int:  # what one poll may take: no message is held and not printed
+        return min(count - seen, MAX_BATCH) if count else STREAM_IN_FLIGHT
+
+    def settle() -> None:
+        if ack and printed:
+            api.call(ack_messages.sync_detailed, topic, group, body=AckRequest(receipts=printed))
+            printed.clear()
+
+    batches = _received(api, topic, group, invisible_ms, wait_ms, in_flight, left)
     try:
-        while count is None or seen < count:
-            request = ReceiveRequest(
-                max_messages=min(count - seen, MAX_BATCH) if count else 16,
-                wait_ms=wait_ms,
-                invisible_ms=invisible_ms,
-            )
-            got = api.call(receive_messages.sync_detailed, topic, group, body=request).messages
+        for got in batches:
             for message in got:
                 if as_json:
-                    out.json(message.to_dict())
+                    out.json(message)
                 else:
-                    _print_message(out, message.to_dict())
+                    _print_message(out, message)
             seen += len(got)
-            if ack and got:
-                receipts = AckRequest(receipts=[m.receipt for m in got])
-                api.call(ack_messages.sync_detailed, topic, group, body=receipts)
+            printed.extend(m["receipt"] for m in got)
+            if count is None or count - seen >= in_flight:  # each slot freed will be printed
+                settle()
+            if count is not None and seen >= count:
+                break
     except KeyboardInterrupt:
         out.warn(f"stopped after {seen} messages")
+    finally:
+        batches.close()  # a stream ends here: the server stops sending to it
+    settle()
+
+
+def _received(
+    api: Api,
+    topic: str,
+    group: str,
+    invisible_ms: int,
+    wait_ms: int,
+    in_flight: int,
+    left: Callable[[], int],
+) -> Generator[list[dict[str, Any]]]:
+    """What GROUP receives, a batch at a time: from the group's stream (at most
+    ``in_flight`` unacked), or by long polls of ``left()`` on a server that has none."""
+    path = f"/v1/topics/{quote(topic, safe='')}/groups/{quote(group, safe='')}/stream"
+    params = {"invisible_ms": invisible_ms, "max_in_flight": in_flight}
+    try:
+        for message in api.events(path, params):
+            yield [message]
+        return
+    except NoStream:
+        pass
+    while True:
+        request = ReceiveRequest(max_messages=left(), wait_ms=wait_ms, invisible_ms=invisible_ms)
+        got = api.call(receive_messages.sync_detailed, topic, group, body=request).messages
+        yield [m.to_dict() for m in got]
 
 
 def _print_message(out: Out, m: dict[str, Any]) -> None:
@@ -475,7 +516,9 @@ def _policy(
 def _flat_settings(settings: GroupSettings) -> dict[str, Any]:
     doc = settings.to_dict()
     retry = doc.pop("retry", {"policy": "levels"})
-    return {**doc, **{f"retry.{k}" if k != "policy" else "retry": v for k, v in retry.items()}}
+    push = doc.pop("push", None) or {}  # its secret is write-only: never shown
+    flat = {**doc, **{f"retry.{k}" if k != "policy" else "retry": v for k, v in retry.items()}}
+    return flat | {f"push.{k}": v for k, v in push.items() if k != "secret"}
 
 
 @app.command()

@@ -13,6 +13,7 @@ overlap) is the earlier of the two instants (the first 01:30).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from datetime import UTC, datetime
@@ -44,6 +45,7 @@ COLUMNS = (
 )
 _TOPIC = re.compile(NAME_PATTERN)
 _INTEGER = re.compile(r"^[+-]?\d+$")
+ZONES_CACHED = 1_024  # distinct time zone names remembered (IANA has ~600)
 _UNUSED_ID = "-"  # to_record wants an id; the real one is chosen after it passes
 
 
@@ -136,12 +138,22 @@ def local_to_ms(text: str, timezone: str | None) -> int | Reject:
     elif not timezone:
         return Reject("timezone", "missing: deliver_at is a local time")
     else:
-        try:
-            # fold=0: a gap moves later by its length, an overlap takes the first instant.
-            when = when.replace(tzinfo=ZoneInfo(timezone), fold=0)
-        except (ZoneInfoNotFoundError, ValueError):
+        zone = _zone(timezone)
+        if zone is None:
             return Reject("timezone", f"unknown time zone {timezone!r}")
+        # fold=0: a gap moves later by its length, an overlap takes the first instant.
+        when = when.replace(tzinfo=zone, fold=0)
     return int(when.astimezone(UTC).timestamp() * 1000)
+
+
+@functools.lru_cache(maxsize=ZONES_CACHED)
+def _zone(name: str) -> ZoneInfo | None:
+    """The zone of an IANA name, None if unknown (ZoneInfo keeps only 8 zones and looks an
+    unknown name up on disk every time: a file's zones are few, its rows millions)."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
 
 
 def _local_time(row: dict[str, Any], item: dict[str, Any]) -> int | Reject | None:

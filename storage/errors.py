@@ -70,6 +70,10 @@ class ReceiptRejected(MessageConflict):
     """The receipt no longer controls the message (acked, expired, or received again)."""
 
 
+class PushedGroup(MessageConflict):
+    """The group's messages are POSTed to its webhook: nobody may receive them (409)."""
+
+
 # --- the request itself is wrong ----------------------------------------------------------
 
 

@@ -4,12 +4,12 @@
 Every event carries the head of its message's encoded record (storage/records.py: the
 fixed header, msg_id, topic and tag; whatever body bytes follow are ignored). The hot
 paths already hold that record encoded — a send's timer value, a moved timer's value, a
-log entry — so staging an event is a slice and one append, and a storm's span of
-deliveries is staged as one ``Span`` of the scanned values and encoded by C-level
-``map``s and joins, never a Python loop per message (the storm figure is the budget).
-The value is columnar, so the exporter decodes thousands of events with a few numpy
-operations instead of a Python loop per event: it runs beside the writer and would
-otherwise take the GIL from it.
+log entry — so staging an event is two appends (``Staged``), a storm's span of
+deliveries is staged by C-level ``extend``s, and a batch's events are encoded by a few
+joins, never a Python loop per message (figure 11 of bench/ is the budget: at most 10 %
+of a send). The value is columnar, so the exporter decodes thousands of events with a
+few numpy operations instead of a Python loop per event: it runs beside the writer and
+would otherwise take the GIL from it.
 
 Value layout (little-endian): header ``version, n, now_ms, group bytes, topic bytes``;
 ``n`` kind bytes; ``n`` int32 attempts (0 = none); ``n`` group lengths (u8, 0 = none);
@@ -23,9 +23,9 @@ import enum
 import struct
 import sys
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from operator import itemgetter
-from typing import Final, NamedTuple
+from typing import Final
 
 from storage.records import TAG_FLAG
 
@@ -60,83 +60,84 @@ KIND_NAMES: Final = ["" for _ in range(max(EventKind) + 1)]
 for _kind in EventKind:
     KIND_NAMES[_kind] = _kind.name.lower()
 
-# One staged event: kind, attempt (0 = none), group (b"" = none), topic (b"" = the
-# record's), head of the encoded record.
-Event = tuple[int, int, bytes, bytes, bytes]
 
+class Staged:
+    """The events one batch staged, as the columns ``encode`` writes: a record head and a
+    kind byte each, and the rare group event's extras aside (index, attempt, group,
+    topic), so staging a send's event is two appends and encoding a batch's thousand is a
+    few C-level joins (bench figure 11: the send paths' budget)."""
 
-class Span(NamedTuple):
-    """Many staged events of one kind without group or topic: one per encoded record (a
-    storm's moved timers)."""
+    __slots__ = ("extras", "heads", "kinds")
 
-    kind: int
-    values: list[bytes]
+    def __init__(self) -> None:
+        self.heads: list[bytes] = []  # the head of each event's encoded record
+        self.kinds = bytearray()
+        self.extras: list[tuple[int, int, bytes, bytes]] = []  # index, attempt, group, topic
 
+    def __len__(self) -> int:
+        return len(self.heads)
 
-Staged = Event | Span
+    def add(self, kind: int, record: bytes) -> None:
+        """An event about the message whose encoded record is ``record``."""
+        self.heads.append(record if len(record) <= HEAD_MAX else record[:HEAD_MAX])
+        self.kinds.append(kind)
 
+    def add_group(self, kind: int, record: bytes, attempt: int, group: bytes, topic: bytes) -> None:
+        """A group event (attempt 0 = none), or one naming a topic not the record's."""
+        self.extras.append((len(self.heads), attempt, group, topic))
+        self.add(kind, record)
 
-def encode(staged: Sequence[Staged], now_ms: int) -> bytes:
-    """One batch's events (at least one) as one value of the events CF."""
-    # Columns, each a list of parts: kinds, attempts, group lengths, topic lengths, head
-    # lengths, groups, topics, heads.
-    cols: list[list[bytes]] = [[] for _ in range(8)]
-    run: list[Event] = []
-    for item in staged:
-        if type(item) is Span:
-            _encode_events(run, cols)
-            run = []
-            _encode_span(item, cols)
-        else:
-            run.append(item)  # type: ignore[arg-type]
-    _encode_events(run, cols)
-    kinds, attempts, glens, tlens, hlens, groups, topics, heads = map(b"".join, cols)
-    return b"".join(
-        (
-            HEADER.pack(VERSION, len(kinds), now_ms, len(groups), len(topics)),
-            kinds,
-            attempts,
-            glens,
-            tlens,
-            hlens,
-            groups,
-            topics,
-            heads,
+    def add_many(self, kind: int, values: list[bytes]) -> None:
+        """One event per encoded record (a storm's moved timers), without a Python loop:
+        whole values when they are small on average (no copy each), else heads only."""
+        n = len(values)
+        big = sum(map(len, values)) > n * HEAD_MAX
+        self.heads.extend(map(_CUT, values) if big else values)
+        self.kinds.extend(bytes((kind,)) * n)
+
+    def mark(self) -> tuple[int, int]:
+        return len(self.heads), len(self.extras)
+
+    def undo(self, mark: tuple[int, int]) -> None:
+        """Forget what was staged since ``mark`` (a rolled-back op's events)."""
+        heads, extras = mark
+        del self.heads[heads:], self.kinds[heads:], self.extras[extras:]
+
+    def encode(self, now_ms: int) -> bytes:
+        """The staged events (at least one) as one value of the events CF."""
+        n, heads = len(self.heads), self.heads
+        attempts, glens, tlens, groups, topics = _extras(n, self.extras)
+        return b"".join(
+            (
+                HEADER.pack(VERSION, n, now_ms, len(groups), len(topics)),
+                self.kinds,
+                attempts,
+                glens,
+                tlens,
+                _little("I", map(len, heads)),
+                groups,
+                topics,
+                *heads,
+            )
         )
-    )
 
 
-def _encode_events(run: list[Event], cols: list[list[bytes]]) -> None:
-    if not run:
-        return
-    kinds, attempts, groups, topics, heads = zip(*run, strict=True)
-    for col, part in zip(
-        cols,
-        (
-            bytes(kinds),
-            _little("i", attempts),
-            bytes(map(len, groups)),
-            bytes(map(len, topics)),
-            _little("I", map(len, heads)),
-        ),
-        strict=False,
-    ):
-        col.append(part)
-    cols[5].extend(groups)
-    cols[6].extend(topics)
-    cols[7].extend(heads)
-
-
-def _encode_span(span: Span, cols: list[list[bytes]]) -> None:
-    n, values = len(span.values), span.values
-    # Whole values when they are small on average (no copy per message); else heads only.
-    heads = values if sum(map(len, values)) <= n * HEAD_MAX else list(map(_CUT, values))
-    cols[0].append(bytes((span.kind,)) * n)
-    cols[1].append(bytes(4 * n))
-    cols[2].append(bytes(n))
-    cols[3].append(bytes(n))
-    cols[4].append(_little("I", map(len, heads)))
-    cols[7].extend(heads)
+def _extras(
+    n: int, extras: list[tuple[int, int, bytes, bytes]]
+) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """The attempt, group length and topic length columns (zeros but for ``extras``), and
+    the group and topic bytes."""
+    if not extras:
+        return bytes(4 * n), bytes(n), bytes(n), b"", b""
+    attempts = array("i", bytes(4 * n))
+    glens, tlens = bytearray(n), bytearray(n)
+    for i, attempt, group, topic in extras:
+        attempts[i], glens[i], tlens[i] = attempt, len(group), len(topic)
+    if not _LITTLE:
+        attempts.byteswap()
+    groups = b"".join(group for _, _, group, _ in extras)
+    topics = b"".join(topic for _, _, _, topic in extras)
+    return attempts.tobytes(), bytes(glens), bytes(tlens), groups, topics
 
 
 _CUT: Callable[[bytes], bytes] = itemgetter(slice(0, HEAD_MAX))
@@ -149,10 +150,7 @@ def _little(code: str, values: object) -> bytes:
     return bytes(arr.tobytes())
 
 
-def count(value: bytes) -> int:
-    """How many events a value of the events CF holds."""
-    return int(HEADER.unpack_from(value)[1])
-
-
-def event_time_ms(value: bytes) -> int:
-    return int(HEADER.unpack_from(value)[2])
+def count_and_time(value: bytes) -> tuple[int, int]:
+    """How many events a value of the events CF holds, and when they were committed."""
+    _, n, now_ms, _, _ = HEADER.unpack_from(value)
+    return n, now_ms

@@ -143,8 +143,17 @@ def tombstone_key(cancelled_ms: int, index_key: bytes) -> bytes:
     return TOMBSTONES + _U64.pack(cancelled_ms) + index_key
 
 
+GROUP_SETTINGS = b"group" + SEP  # every group's settings, by topic then group
+
+
 def group_key(topic: str, group: str) -> bytes:
-    return b"group" + SEP + topic.encode() + SEP + group.encode()
+    return GROUP_SETTINGS + topic.encode() + SEP + group.encode()
+
+
+def decode_group_key(key: bytes) -> tuple[str, str]:
+    """(topic, group) of a group_key."""
+    topic, group = key[len(GROUP_SETTINGS) :].split(SEP)
+    return topic.decode(), group.decode()
 
 
 def filter_history_key(topic: str, group: str) -> bytes:

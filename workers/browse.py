@@ -14,11 +14,16 @@ from typing import NamedTuple
 from storage import keys
 from storage.records import MessageRecord, decode_counts
 from storage.store import CF, RocksStore
+from workers.retry import decode_settings
 from workers.timers import message
 from workers.timers.kind import internal
+from workers.webhook import PushSettings
 
 LIST_SCAN_BUDGET = 10_000  # timer keys one page of scheduled messages may read: the
 # timers of every topic share one keyspace, so a rare topic's page may come back short
+
+
+SETTINGS_PAGE = 1_000  # group settings records read per scan (push_groups)
 
 
 class TopicSummary(NamedTuple):
@@ -101,3 +106,17 @@ def scheduled(
 
     found, resume = store.scan_where(CF.TIMERS, start, b"\xff" * 9, limit, LIST_SCAN_BUDGET, mine)
     return [message.decode_value(value) for _, value in found], resume
+
+
+def push_groups(store: RocksStore) -> dict[tuple[str, str], PushSettings]:
+    """Every (topic, group) with push delivery set, and its push settings: read once at
+    start; the engine keeps it up to date as settings change."""
+    found: dict[tuple[str, str], PushSettings] = {}
+    start, end = keys.GROUP_SETTINGS, keys.prefix_end(keys.GROUP_SETTINGS)
+    while page := store.scan(CF.META, start, end, SETTINGS_PAGE):
+        for key, value in page:
+            push = decode_settings(value).push
+            if push is not None:
+                found[keys.decode_group_key(key)] = push
+        start = keys.successor(page[-1][0])
+    return found

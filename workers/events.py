@@ -17,7 +17,7 @@ and a tag filter that skips a message for a group::
 
 from __future__ import annotations
 
-from storage.events import HEAD_MAX, EventKind, Span
+from storage.events import HEAD_MAX, EventKind
 from storage.records import MessageRecord, encode_message
 from workers.txn import Txn
 
@@ -37,23 +37,21 @@ def emit(
     timer value, a log entry) is ``record``. ``topic`` when it is not the record's own (a
     %DLQ% receive); ``group`` and ``attempt`` (>= 1) for group events."""
     staged = txn.events
-    if staged is not None:
-        staged.append(
-            (
-                kind,
-                attempt,
-                group.encode() if group else b"",
-                topic.encode() if topic else b"",
-                record if len(record) <= HEAD_MAX else record[:HEAD_MAX],
-            )
-        )
+    if staged is None:
+        return
+    if group or topic or attempt:
+        group_b, topic_b = group.encode() if group else b"", topic.encode() if topic else b""
+        staged.add_group(kind, record, attempt, group_b, topic_b)
+    else:  # Staged.add, inlined: this runs once per message sent (bench figure 11)
+        staged.heads.append(record if len(record) <= HEAD_MAX else record[:HEAD_MAX])
+        staged.kinds.append(kind)
 
 
 def emit_many(txn: Txn, kind: EventKind, values: list[bytes]) -> None:
     """Stage one event per encoded record (a storm's span of moved timers: no Python loop)."""
     staged = txn.events
     if staged is not None:
-        staged.append(Span(kind, values))
+        staged.add_many(kind, values)
 
 
 def emit_plain(

@@ -12,6 +12,7 @@ Memory is bounded by one segment. Segments older than ``retention_ms`` are delet
 from __future__ import annotations
 
 import os
+import time
 from functools import partial
 from typing import NamedTuple
 
@@ -90,7 +91,9 @@ class Exporter(Periodic):
             picked = self._pick(upto)
             if picked is None:
                 break
+            time.sleep(0)  # between steps, let the writer and the event loop have the GIL
             table = decode(picked.entries)
+            time.sleep(0)
             # What was read may sit in the WAL unsynced: fsync it before the segment
             # exists, or a power cut could keep an event whose change it took away.
             self.store.sync_wal()
@@ -120,24 +123,27 @@ class Exporter(Periodic):
         first = keys.read_u64(first_entries[0][0])
         done = segments.sealed_from(self.root, first)
         fixed_last: int | None = done.last if done is not None else None
+        cursor = first_entries[0][0]
         picked: list[tuple[bytes, bytes]] = []
-        rows, day, cursor = 0, "", first_entries[0][0]
+        rows, day_start = 0, -1  # the segment's UTC day, from its first value
         while True:
             found = self.store.scan(CF.EVENTS, cursor, upto, SCAN_VALUES)
             for key, value in found:
-                n = events.count(value)
-                value_day = segments.day_of(events.event_time_ms(value))
+                n, at_ms = events.count_and_time(value)
                 if fixed_last is not None:
                     if keys.read_u64(key) > fixed_last:
-                        return Picked(picked, day, first, fixed_last)
-                elif picked and (rows + n > self.segment_rows or value_day != day):
-                    return Picked(picked, day, first, first + rows - 1)
+                        return Picked(picked, segments.day_of(day_start), first, fixed_last)
+                elif picked and (
+                    rows + n > self.segment_rows or not 0 <= at_ms - day_start < segments.DAY_MS
+                ):
+                    return Picked(picked, segments.day_of(day_start), first, first + rows - 1)
+                if not picked:
+                    day_start = at_ms - at_ms % segments.DAY_MS
                 picked.append((key, value))
                 rows += n
-                day = day or value_day
             if len(found) < SCAN_VALUES:
                 last = fixed_last if fixed_last is not None else first + rows - 1
-                return Picked(picked, day, first, last)
+                return Picked(picked, segments.day_of(day_start), first, last)
             cursor = keys.successor(found[-1][0])
 
 

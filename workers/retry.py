@@ -6,12 +6,13 @@ delay level 2 + k of the delay-level table: 10 s, 30 s, 1 m, 2 m … 2 h, then 2
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from workers.tagfilter import EXPRESSION, MATCH_ALL
+from workers.webhook import PushSettings
 
 DELAY_LEVELS_MS = (
     1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000,
@@ -71,6 +72,26 @@ class GroupSettings(_Strict):
             description='Tag expression: "*" or tags joined by "||", e.g. "TagA || TagB"',
         ),
     ] = MATCH_ALL
+    push: PushSettings | None = Field(
+        None, description="POST each message to a URL instead of waiting for receives"
+    )
+
+    def shown(self) -> dict[str, Any]:
+        """As GET shows it: a push secret is write-only."""
+        out = self.model_dump(mode="json")
+        if self.push is not None:
+            out["push"] = self.push.shown()
+        return out
+
+    def keeping_secret(self, stored: GroupSettings) -> GroupSettings:
+        """These settings to store over ``stored``: a push without a secret keeps the one
+        stored (GET shows none, so a read-change-write must not drop it); ``push: null``
+        drops it with the rest of the push."""
+        if self.push is None or self.push.secret is not None or stored.push is None:
+            return self
+        return self.model_copy(
+            update={"push": self.push.model_copy(update={"secret": stored.push.secret})}
+        )
 
 
 DEFAULT_SETTINGS = GroupSettings()

@@ -8,11 +8,12 @@ import contextlib
 import logging
 import queue
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
 from storage import keys
+from storage.errors import PushedGroup
 from storage.records import DeadLetter, MessageRecord
 from storage.store import CF, RocksStore
 from workers import browse, consume, gil, messages, schedules
@@ -24,9 +25,11 @@ from workers.lag import DeliveryLag
 from workers.notify import LongPolls, Parked
 from workers.retry import GroupSettings, decode_settings
 from workers.scanner import PUT_QUEUE_CHUNKS, SCAN_CHUNK, Chunk, Scanner
+from workers.streams import Streams
 from workers.sweeper import Sweeper
 from workers.timers.schedule import Schedule
 from workers.txn import Txn
+from workers.webhook import PushSettings
 from workers.writer import GROUP_COMMIT_MAX_ITEMS, Writer
 
 log = logging.getLogger("rocktimer.engine")
@@ -66,6 +69,7 @@ class Engine:
         self.store = RocksStore(config.data_dir)
         self.store.secret(keys.RECEIPT_SECRET_KEY)  # made now, before any worker runs
         self.long_polls = LongPolls()
+        self.streams = Streams()
         # delivered - max(deliver_at, accepted_at) of every delivery, and the events of
         # consumption (acks, nacks, expiries, dead_letters, redrives) since start.
         self.lateness_ms = Histogram(LATENESS_BUCKETS_MS)
@@ -106,6 +110,10 @@ class Engine:
             seal_ms=config.events_seal_ms,
             retention_ms=config.events_retention_ms,
         )
+        # Push groups (app/push.py POSTs their messages), kept as their settings change;
+        # each watcher hears of every change, on the event loop that made it.
+        self.push_groups: dict[tuple[str, str], PushSettings] = browse.push_groups(self.store)
+        self.settings_watchers: list[Callable[[str, str, GroupSettings], None]] = []
         self.started = False
 
     def start(self) -> None:
@@ -160,7 +168,8 @@ class Engine:
     ) -> list[ItemOutcome | None]:
         """Each item succeeds or fails alone (None items are skipped). The writer takes the
         batch in parts of GROUP_COMMIT_MAX_ITEMS (so due timers never wait for all of it);
-        a part that fails as a whole (the disk filled up meanwhile) fails its items."""
+        a part that fails as a whole (the disk filled up meanwhile) fails its items, and if
+        every part failed, the request fails."""
         size = GROUP_COMMIT_MAX_ITEMS
         cuts = range(0, len(recs), size)
         parts = [
@@ -175,14 +184,15 @@ class Engine:
         done = await asyncio.gather(
             *self.writer.submit_parts(parts, durable=True, grows=True), return_exceptions=True
         )
+        failed = [part for part in done if isinstance(part, BaseException)]
+        if failed and (len(failed) == len(done) or not isinstance(failed[0], Exception)):
+            raise failed[0]  # nothing written: the request fails as one (503, 507 …)
         out: list[ItemOutcome | None] = []
         for i, part in zip(cuts, done, strict=True):
-            if isinstance(part, BaseException):
-                if not isinstance(part, Exception):
-                    raise part
+            if isinstance(part, Exception):
                 out.extend(None if r is None else part for r in recs[i : i + size])
             else:
-                out.extend(part)
+                out.extend(part)  # type: ignore[arg-type]
         return out
 
     async def cancel(self, topic: str, msg_id: str) -> messages.CancelOutcome:
@@ -254,48 +264,110 @@ class Engine:
             if got or self.long_polls.closed or self.clock.now_ms() >= deadline:
                 return got
 
+    async def stream(
+        self, topic: str, group: str, invisible_ms: int, max_in_flight: int, idle_ms: int
+    ) -> AsyncIterator[list[consume.Received]]:
+        """The messages of one stream, each batch the moment it is visible, never more than
+        ``max_in_flight`` unsettled (workers/streams.py); an empty batch after ``idle_ms``
+        with nothing to send (the caller's keep-alive). Ends at a stop."""
+        with self.streams.open(max_in_flight) as stream:
+            quiet_since = self.clock.now_ms()
+            while not self.streams.closed:
+                now = self.clock.now_ms()
+                self.streams.expire(stream, now)
+                idle_end = quiet_since + idle_ms
+                if now >= idle_end:
+                    quiet_since = now
+                    yield []
+                elif stream.free:
+                    got = await self.receive(
+                        topic, group, stream.free, idle_end - now, invisible_ms
+                    )
+                    if got:
+                        quiet_since = self.clock.now_ms()
+                        for one in got:  # a deadline no earlier than the engine's own
+                            self.streams.hand_out(stream, one.receipt, quiet_since + invisible_ms)
+                        yield got
+                else:  # full: until a slot is settled, or expires, or it is time to say so
+                    stream.freed.clear()
+                    until = min(idle_end, stream.next_expiry() or idle_end)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stream.freed.wait(), (until - now) / 1000)
+
     def release_long_polls(self) -> None:
-        """Answer every waiting long poll now, empty, and let none wait from now on: the
-        first step of a stop (on the event loop, which the parked receives wait on)."""
+        """Answer every waiting long poll now, empty, let none wait from now on, and end
+        every stream: the first step of a stop (on the event loop, which the parked
+        receives wait on)."""
+        self.streams.close()
         for parked in self.long_polls.close():
             if not parked.future.done():
                 parked.future.set_result([])
 
     async def ack(self, topic: str, group: str, receipts: list[str]) -> list[str]:
-        return await self.writer.submit(
+        statuses = await self.writer.submit(
             lambda txn: consume.ack(txn, topic, group, receipts),
             durable=True,
             inline=True,
             weight=len(receipts),
         )
+        self.streams.settled(receipts)
+        return statuses
 
     async def nack(
         self, topic: str, group: str, receipts: list[str], delay_ms: int | None
     ) -> list[str]:
-        return await self.writer.submit(
+        statuses = await self.writer.submit(
             lambda txn: consume.nack(txn, topic, group, receipts, delay_ms),
             durable=True,
             inline=True,
             weight=len(receipts),
         )
+        self.streams.settled(receipts)
+        return statuses
 
     async def change_invisibility(
         self, topic: str, group: str, receipt: str, invisible_ms: int
     ) -> str:
-        return await self.writer.submit(
+        renewed = await self.writer.submit(
             lambda txn: consume.change_invisibility(txn, topic, group, receipt, invisible_ms),
             durable=True,
         )
+        self.streams.renewed(receipt, renewed, self.clock.now_ms() + invisible_ms)
+        return renewed
 
     async def redrive(self, topic: str, group: str, msg_id: str) -> None:
         await self.writer.submit(
             lambda txn: consume.redrive(txn, topic, group, msg_id), durable=True
         )
 
-    async def put_group_settings(self, topic: str, group: str, settings: GroupSettings) -> None:
-        await self.writer.submit(
-            lambda txn: consume.put_group_settings(txn, topic, group, settings), durable=True
-        )
+    async def put_group_settings(
+        self, topic: str, group: str, settings: GroupSettings
+    ) -> GroupSettings:
+        """Store the settings (a push keeps its stored secret unless given a new one);
+        returns them as stored."""
+
+        def put(txn: Txn) -> GroupSettings:
+            stored = settings.keeping_secret(consume.group_settings(txn, topic, group))
+            consume.put_group_settings(txn, topic, group, stored)
+            return stored
+
+        stored: GroupSettings = await self.writer.submit(put, durable=True)
+        if stored.push is None:
+            self.push_groups.pop((topic, group), None)
+        else:
+            self.push_groups[topic, group] = stored.push
+        for watcher in self.settings_watchers:
+            watcher(topic, group, stored)
+        return stored
+
+    def refuse_if_pushed(self, topic: str, group: str) -> None:
+        """Receives (and streams) are for pull groups: a push group's messages go to its
+        webhook, and a consumer taking some would starve it."""
+        if (topic, group) in self.push_groups:
+            raise PushedGroup(
+                f"group {group!r} of topic {topic!r} has push delivery set: its messages are "
+                "POSTed to its push url (set push to null to receive them)"
+            )
 
     def group_settings(self, topic: str, group: str) -> GroupSettings:
         return decode_settings(self.store.get(CF.META, keys.group_key(topic, group)))

@@ -11,6 +11,8 @@ from storage.records import Counts, decode_counts, encode_counts
 from storage.store import CF, DeleteRange, RocksStore
 
 _MISSING = object()
+# undo log length, range deletes, pending delta, staged events (storage/events.py)
+Savepoint = tuple[int, int, int, tuple[int, int]]
 
 
 class Txn:
@@ -41,7 +43,7 @@ class Txn:
         self.lane_next: dict[bytes, int] = {}
         self._lanes_saved: set[bytes] = set()  # lanes whose undo is recorded since the savepoint
         # The events staged so far (workers/events.py); None when the event log is off.
-        self.events: list[events.Staged] | None = [] if log_events else None
+        self.events: events.Staged | None = events.Staged() if log_events else None
         # Counter deltas, merged into their meta keys at commit (same WriteBatch), and
         # events for the process's metrics (acks, nacks, …), read by the commit hook.
         # Both are rolled back with the op that staged them.
@@ -159,12 +161,12 @@ class Txn:
 
     # --- savepoints ----------------------------------------------------------------------
 
-    def savepoint(self) -> tuple[int, int, int, int]:
+    def savepoint(self) -> Savepoint:
         self._lanes_saved.clear()
-        staged_events = len(self.events) if self.events is not None else 0
+        staged_events = self.events.mark() if self.events is not None else (0, 0)
         return (len(self._undo), len(self._ranges), self.pending_delta, staged_events)
 
-    def rollback(self, point: tuple[int, int, int, int]) -> None:
+    def rollback(self, point: Savepoint) -> None:
         """Undo everything staged since ``point`` (hints and wake-ups may stay: harmless)."""
         undo_len, ranges_len, pending, staged_events = point
         while len(self._undo) > undo_len:
@@ -175,7 +177,7 @@ class Txn:
                 staged[key] = old
         del self._ranges[ranges_len:]
         if self.events is not None:
-            del self.events[staged_events:]
+            self.events.undo(staged_events)
         self.pending_delta = pending
         self._lanes_saved.clear()
 
@@ -198,9 +200,8 @@ class Txn:
             # keeps both or neither, and a seq is never handed out twice.
             raw = self.store.get(CF.META, EVENTS_NEXT_KEY)
             seq = read_u64(raw) if raw else 0
-            value = events.encode(self.events, self.now_ms)
-            self._staged[CF.EVENTS][event_key(seq)] = value
-            meta[EVENTS_NEXT_KEY] = event_key(seq + events.count(value))
+            self._staged[CF.EVENTS][event_key(seq)] = self.events.encode(self.now_ms)
+            meta[EVENTS_NEXT_KEY] = event_key(seq + len(self.events))
         self.store.write_staged(self._ranges, self._staged, sync=False)
 
     @property

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of
+from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, settings_of
 from app.openapi import BODY, V1, WRITE, json_body, replies
 from app.routes.common import (
     PAGE_DEFAULT,
@@ -21,8 +21,9 @@ from app.routes.common import (
 )
 from app.schemas import DeadLetterDetail, DeadLetterPage, RedriveResult
 from storage import keys
-from storage.errors import MessageNotFound
+from storage.errors import InvalidInput, MessageNotFound
 from workers.retry import GroupSettings
+from workers.webhook import host_allowed
 
 router = APIRouter(
     prefix="/v1/topics/{topic}/groups/{group}",
@@ -33,15 +34,21 @@ router = APIRouter(
 @router.put(
     "",
     operation_id="put_group_settings",
-    summary="Set the group's max_attempts and retry policy on this topic",
+    summary="Set the group's max_attempts, retry policy, tag filter and push delivery",
     openapi_extra=json_body(GroupSettings),
     responses=replies({200: GroupSettings}, *V1, *BODY, *WRITE),
 )
 async def put_group_settings(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)
     settings = await parse(request, GroupSettings)
-    await engine.put_group_settings(topic, group, settings)
-    return json_response(settings.model_dump(mode="json"))
+    if settings.push is not None:
+        allowed = settings_of(request).allowed_push_hosts
+        if not host_allowed(settings.push.host, allowed):
+            reason = f"host {settings.push.host!r} is not in ROCKTIMER_PUSH_ALLOWED_HOSTS"
+            where = {"loc": ["body", "push", "url"], "field": "push.url", "reason": reason}
+            raise InvalidInput(f"push.url: {reason}", [where])
+    stored = await engine.put_group_settings(topic, group, settings)
+    return json_response(stored.shown())
 
 
 def _cursor(topic: str, group: str, cursor: str | None) -> bytes | None:

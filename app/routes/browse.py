@@ -30,7 +30,6 @@ router = APIRouter(prefix="/v1/topics")
 Cursor = Annotated[str | None, Query(max_length=512, description="next_cursor of the last page")]
 Limit = Annotated[int, Query(ge=1, le=PAGE_MAX, description="Most items in the page")]
 NAME = re.compile(NAME_PATTERN)
-DEFAULT_FILTER = "*"  # every message (tag filters come with group settings' `filter`)
 
 
 def _name_cursor(cursor: str | None) -> str | None:
@@ -79,9 +78,15 @@ async def list_topics(
 async def list_groups(
     topic: TopicPath, request: Request, cursor: Cursor = None, limit: Limit = PAGE_DEFAULT
 ) -> Response:
-    found, more = engine_of(request).groups(topic, _name_cursor(cursor), limit)
-    # api.md: `push?`, left out while a group has none (a null breaks typed clients).
-    items = [{**g._asdict(), "filter": DEFAULT_FILTER} for g in found]
+    engine = engine_of(request)
+    found, more = engine.groups(topic, _name_cursor(cursor), limit)
+    items = []
+    for g in found:
+        settings = engine.group_settings(topic, g.group)
+        item = {**g._asdict(), "filter": settings.filter}
+        if settings.push is not None:  # api.md: `push?`, left out while a group has none
+            item["push"] = settings.push.shown()
+        items.append(item)
     return _page(items, found[-1].group.encode() if more and found else None)
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from app.errors import invalid
 from storage.errors import InvalidInput, UnsupportedMediaType
 from storage.records import BodyEncoding, MessageRecord
+from workers.consume import Received
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -89,4 +90,17 @@ def message_fields(rec: MessageRecord) -> dict[str, Any]:
     }
     if rec.tag is not None:
         out["tag"] = rec.tag
+    return out
+
+
+def received_item(topic: str, got: Received) -> dict[str, Any]:
+    """A received message as a receive reply carries it (a push: without the receipt)."""
+    rec = got.record
+    out = message_fields(rec)
+    out["topic"] = topic
+    out["delivered_at_ms"] = rec.delivered_at_ms
+    out["attempt"] = got.attempt
+    out["receipt"] = got.receipt
+    if rec.topic != topic:
+        out["source_topic"] = rec.topic
     return out

@@ -1,19 +1,24 @@
-"""Consumer routes: receive (long poll), ack, nack, invisibility, per-group state and the
-group settings read (api.md, Consumer)."""
+"""Consumer routes: receive (long poll), the stream of messages (server-sent events), ack,
+nack, invisibility, per-group state and the group settings read (api.md, Consumer)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
-from fastapi.responses import Response
+import orjson
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response, StreamingResponse
 
 from app.config import Settings
-from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic
+from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic, settings_of
 from app.fastpath import fast_route
-from app.openapi import BODY, V1, WRITE, json_body, replies
-from app.routes.common import json_response, message_fields, parse
+from app.limits import HEAD_KEY
+from app.openapi import BODY, REF, V1, WRITE, json_body, replies
+from app.routes.common import json_response, parse, received_item
 from app.schemas import (
+    INVISIBLE_MS_MAX,
+    INVISIBLE_MS_MIN,
     AckRequest,
     AckResult,
     GroupMessageState,
@@ -21,6 +26,7 @@ from app.schemas import (
     InvisibilityResult,
     NackRequest,
     NackResult,
+    ReceivedMessage,
     ReceiveRequest,
     ReceiveResult,
 )
@@ -28,22 +34,12 @@ from workers.consume import Received
 from workers.retry import GroupSettings
 from workers.runner import Engine
 
+PUSHED = "The group has push delivery set: its messages go to its webhook"
+
 router = APIRouter(
     prefix="/v1/topics/{topic}/groups/{group}",
     tags=["consumer"],
 )
-
-
-def _received(topic: str, got: Received) -> dict[str, Any]:
-    rec = got.record
-    out = message_fields(rec)
-    out["topic"] = topic
-    out["delivered_at_ms"] = rec.delivered_at_ms
-    out["attempt"] = got.attempt
-    out["receipt"] = got.receipt
-    if rec.topic != topic:
-        out["source_topic"] = rec.topic
-    return out
 
 
 def _per_receipt(receipts: list[str], statuses: list[str]) -> Response:
@@ -58,15 +54,97 @@ def _per_receipt(receipts: list[str], statuses: list[str]) -> Response:
     operation_id="receive_messages",
     summary="Receive visible messages (long poll with wait_ms)",
     openapi_extra=json_body(ReceiveRequest),
-    responses=replies({200: ReceiveResult}, *V1, *BODY, *WRITE),
+    responses=replies(
+        {200: ReceiveResult},
+        *V1,
+        *BODY,
+        *WRITE,
+        409,
+        why={409: PUSHED},
+    ),
 )
 async def receive_messages(
     engine: Engine, settings: Settings, request: Request, topic: str, group: str
 ) -> Response:
     readable_topic(topic)
+    engine.refuse_if_pushed(topic, group)
     req = await parse(request, ReceiveRequest)
     got = await engine.receive(topic, group, req.max_messages, req.wait_ms, req.invisible_ms)
-    return json_response({"messages": [_received(topic, g) for g in got]})
+    return json_response({"messages": [received_item(topic, g) for g in got]})
+
+
+STREAM_MAX_IN_FLIGHT = 1_000  # unacked messages one stream may hold (api.md)
+KEEP_ALIVE = b": keep-alive\n\n"
+_EVENTS_DOC = (
+    "Server-sent events: each message as `event: message` and `data:` one receive item "
+    "(the JSON of a `ReceivedMessage`, receipt included); a `: keep-alive` comment when "
+    "nothing was sent for the keep-alive interval (15 s)."
+)
+
+
+# What each event is (OpenAPI 3.1: a text/event-stream schema describes one event).
+_EVENT = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"const": "message"},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": {"$ref": REF.format(model=ReceivedMessage.__name__)},
+        },
+    },
+}
+
+
+def _events(topic: str, got: list[Received]) -> bytes:
+    """One SSE event per message; none: the keep-alive comment."""
+    if not got:
+        return KEEP_ALIVE
+    return b"".join(
+        b"event: message\ndata: " + orjson.dumps(received_item(topic, g)) + b"\n\n" for g in got
+    )
+
+
+@router.get(
+    "/stream",
+    operation_id="stream_messages",
+    summary="Receive messages as they become visible (server-sent events)",
+    response_class=StreamingResponse,
+    responses={
+        200: {"description": _EVENTS_DOC, "content": {"text/event-stream": {"schema": _EVENT}}},
+        **replies({}, *V1, 409, why={409: PUSHED}),
+    },
+)
+async def stream_messages(
+    topic: TopicPath,
+    group: GroupPath,
+    request: Request,
+    invisible_ms: Annotated[
+        int,
+        Query(ge=INVISIBLE_MS_MIN, le=INVISIBLE_MS_MAX, description="How long each is held"),
+    ] = 30_000,
+    max_in_flight: Annotated[
+        int, Query(ge=1, le=STREAM_MAX_IN_FLIGHT, description="Most unacked messages at once")
+    ] = 100,
+) -> Response:
+    """Each message the moment it is visible, while fewer than ``max_in_flight`` are
+    unsettled (acked, nacked or expired); the stream ends when the client goes or the
+    server stops, and its unacked messages come back after ``invisible_ms``."""
+    engine = engine_of(request)
+    readable_topic(topic)
+    engine.refuse_if_pushed(topic, group)
+    idle_ms = settings_of(request).stream_keepalive_ms
+
+    async def events() -> AsyncIterator[bytes]:
+        async for got in engine.stream(topic, group, invisible_ms, max_in_flight, idle_ms):
+            yield _events(topic, got)
+
+    # no-cache and no proxy buffering: each event must reach the client as it is sent
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    if request.scope.get(HEAD_KEY):  # the headers alone: no message is held for nobody
+        return Response(media_type="text/event-stream", headers=headers)
+    return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
 
 @fast_route(
@@ -159,4 +237,4 @@ async def get_group_message(
 )
 async def get_group_settings(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)
-    return json_response(engine.group_settings(topic, group).model_dump(mode="json"))
+    return json_response(engine.group_settings(topic, group).shown())

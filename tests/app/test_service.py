@@ -24,6 +24,7 @@ EXPECTED_OPERATIONS = {
     "get_message",
     "cancel_message",
     "receive_messages",
+    "stream_messages",
     "ack_messages",
     "healthz",
     "readyz",
@@ -209,6 +210,10 @@ def test_openapi_has_stable_operation_ids_and_named_schemas(live: Callable[..., 
         "/SendMessage"
     )
     assert {"201", "200", "409", "422", "429"} <= set(send["responses"])
+    stream = ops["stream_messages"]["responses"]
+    event = stream["200"]["content"]["text/event-stream"]["schema"]
+    assert event["properties"]["data"]["contentSchema"]["$ref"].endswith("/ReceivedMessage")
+    assert {"401", "403", "422"} <= set(stream)
 
 
 def test_api_keys_gate_roles(live: Callable[..., Any]) -> None:

@@ -22,6 +22,7 @@ from bench import (
     pending,
     probe,
     process,
+    push,
     receive,
     reclaim,
     redis_alt,
@@ -30,6 +31,7 @@ from bench import (
     send,
     soak,
     storm,
+    stream,
 )
 from bench.stats import percentile, spread
 
@@ -65,6 +67,15 @@ def test_event_log_figure_runs() -> None:
     rows = events.run_figure(warmup_s=0.2, seconds=0.5, batches=3, storm_n=1_500, order=order)
     assert [r.number for r in rows] == ["11", "11", "11"]
     assert all(r.ratio != "0.00" for r in rows), rows
+    rendered(rows)
+
+
+@pytest.mark.slow
+def test_push_figure_runs() -> None:
+    rows = push.run_figure(seconds=0.2, n=500)
+    assert [r.number for r in rows] == ["17", "17"]
+    assert rows[0].notes.startswith("1,000/1,000 received")
+    assert "msg/s" in rows[1].result
     rendered(rows)
 
 
@@ -247,3 +258,14 @@ def test_soak_figure_runs(tmp_path: Path) -> None:
     table = (tmp_path / "soak-smoke.md").read_text()
     assert table.count("\n| ") == 4 + 2  # header, then minutes 0..4
     assert (tmp_path / "soak-smoke.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.slow
+def test_stream_figure_runs() -> None:
+    rows = stream.run_figure(seconds=1, streams=20, probes=10, rate=300)
+    late, memory, probes = rows
+    assert late.notes.startswith("300/300 received")
+    assert late.ceiling.startswith(("Redis Lua poller p50 ", "redis: "))
+    assert memory.result.endswith(" MiB")
+    assert probes.notes.startswith("10/10 probes arrived (one stream: 10)")
+    rendered(rows)

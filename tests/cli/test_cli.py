@@ -139,6 +139,14 @@ def test_tail_settings_dead_letters(run: Run, topic: str, server: Server) -> Non
         "retry": "fixed",
         "retry.interval_ms": 10_000,
     }
+    with httpx.Client(base_url=server.url) as http:
+        push = {"url": "http://127.0.0.1:9/hook", "secret": "s"}
+        assert http.put(f"/v1/topics/{topic}/groups/p", json={"push": push}).status_code == 200
+    (pushed,) = run.json("settings", topic, "p")
+    assert (pushed["push.url"], pushed["push.max_in_flight"]) == (push["url"], 16)
+    assert not any("secret" in key for key in pushed)
+    with httpx.Client(base_url=server.url) as http:
+        http.put(f"/v1/topics/{topic}/groups/p", json={"push": None})
 
     # A failed attempt (nack through the API) sends it to the DLQ: max_attempts is 1 now.
     run("send", topic, "doomed", "--id", "d1")

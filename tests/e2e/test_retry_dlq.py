@@ -35,7 +35,7 @@ def test_nacks_to_dlq_then_redrive_then_ack(client: httpx.Client, topic: str) ->
     settings = {"max_attempts": 3, "retry": {"policy": "fixed", "interval_ms": 200}}
     put = client.put(group_url(topic, "g"), json=settings)
     assert put.status_code == 200
-    assert client.get(group_url(topic, "g")).json() == {**settings, "filter": "*"}
+    assert client.get(group_url(topic, "g")).json() == {**settings, "filter": "*", "push": None}
     client.post(f"/v1/topics/{topic}/messages", json={"msg_id": "m", "body": "hi"})
     for attempt in (1, 2, 3):
         got = receive(client, topic, "g")

@@ -35,7 +35,12 @@ U64_PLUS_1 = 2**64
 I64_PLUS_1 = 2**63  # the schema's maximum for times is 2**63 - 1
 RSS_LIMIT_MIB = 300  # the server process, while and after refusing a 100 MB body
 RSS_GROWTH_LIMIT_MIB = 64  # buffering the body would add at least 100 MiB
-DEFAULT_GROUP_SETTINGS = {"max_attempts": 16, "retry": {"policy": "levels"}, "filter": "*"}
+DEFAULT_GROUP_SETTINGS = {
+    "max_attempts": 16,
+    "retry": {"policy": "levels"},
+    "filter": "*",
+    "push": None,
+}
 
 
 class Recorder:

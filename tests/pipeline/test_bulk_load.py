@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 from app.config import Settings
+from app.schemas import MAX_BATCH
 from pipeline import bulk_load, cli
 from pipeline.rows import COLUMNS, Reject, local_to_ms
 from pipeline.sender import BatchSender
@@ -308,3 +309,44 @@ def test_backoff_grows_by_1_6_up_to_the_cap(attempt: int, low: float, high: floa
 
     rng = random.Random(attempt)
     assert all(low <= backoff_s(attempt, rng) <= high for _ in range(100))
+
+
+def test_a_task_has_two_batches_on_their_way_at_once() -> None:
+    """The task checks rows while the service works on its batches: a local server answers
+    only once two requests are in at the same time (a task sending one at a time would
+    time out here and be refused)."""
+    import http.server
+    import threading
+
+    both_in = threading.Barrier(2, timeout=5)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            n = len(orjson.loads(self.rfile.read(int(self.headers["Content-Length"])))["messages"])
+            try:
+                both_in.wait()
+                status, body = 200, orjson.dumps({"results": [{"status": 201}] * n})
+            except threading.BrokenBarrierError:
+                status, body = 400, b'{"detail": "one request at a time"}'
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    n = 2 * MAX_BATCH
+    rows = [{"topic": "t", "body": f"b{i}", "delay_ms": HOUR_MS} for i in range(n)]
+    target = bulk_load.Target(f"http://127.0.0.1:{httpd.server_address[1]}", None, Settings())
+    try:
+        out = list(bulk_load.load_partition(target, iter([pa.RecordBatch.from_pylist(rows)])))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    totals = [(r["kind"], r["count"]) for batch in out for r in batch.to_pylist()]
+    assert totals == [("loaded", n)]

@@ -38,6 +38,7 @@ from workers import segments
 CYCLES = 3
 TOPIC = "ev"
 BATCH = 20
+SEAL_WAIT_S = 30.0  # the longest a cycle waits for a segment sealed under its load
 LOAD_S = (0.6, 1.5)  # each cycle's load runs this long (drawn) before the SIGKILL
 END = b"\xff" * 9
 
@@ -130,7 +131,15 @@ def test_sigkills_mid_load_and_mid_export_lose_and_invent_no_event(
         ]
         for w in workers:
             w.start()
+        sealed = len(segments.segments(str(data / "events")))
         time.sleep(rng.uniform(*LOAD_S))
+        # At least one more segment sealed this cycle before the kill (a loaded machine
+        # can take longer than the load's draw to start the exporter): the kill still
+        # lands wherever the exporter is then, mid-export or not.
+        deadline = time.monotonic() + SEAL_WAIT_S
+        while len(segments.segments(str(data / "events"))) <= sealed:
+            assert time.monotonic() < deadline, "the exporter sealed nothing under load"
+            time.sleep(0.01)
         srv.kill()
         stop.set()
         for w in workers:

@@ -3,6 +3,10 @@ a damaged value is a CorruptRecordError, never a wrong row."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,7 +14,7 @@ from hypothesis import strategies as st
 from storage import keys
 from storage.errors import CorruptRecordError
 from storage.event_table import decode
-from storage.events import HEAD_MAX, KIND_NAMES, Event, EventKind, Span, Staged, encode
+from storage.events import HEAD_MAX, KIND_NAMES, EventKind, Staged
 from storage.records import MessageRecord, encode_message
 
 names = st.from_regex(r"[a-zA-Z0-9_-]{1,20}", fullmatch=True)
@@ -28,34 +32,41 @@ records = st.builds(
 kinds = st.sampled_from(list(EventKind))
 
 
+Item = tuple[EventKind, MessageRecord, str | None, str | None, int, bool]
+items = st.tuples(
+    kinds, records, st.none() | names, st.none() | names, st.integers(0, 20), st.booleans()
+)
+
+
 @settings(deadline=None)  # the first example pays numpy's and pyarrow's warm-up
 @given(
-    st.lists(
-        st.tuples(kinds, records, st.none() | names, st.integers(0, 20), st.booleans()),
-        min_size=1,
-        max_size=30,
-    ),
+    st.lists(st.lists(items, min_size=1, max_size=12), min_size=1, max_size=4),
     st.integers(0, 2**40),
 )
-def test_staged_events_come_back_in_order(
-    items: list[tuple[EventKind, MessageRecord, str | None, int, bool]], first: int
-) -> None:
-    staged: list[Staged] = []
+def test_staged_events_come_back_in_order(batches: list[list[Item]], first: int) -> None:
+    entries: list[tuple[bytes, bytes]] = []
     expected: list[dict[str, object]] = []
-    for kind, rec, maybe_group, maybe_attempt, as_span in items:
-        value = encode_message(rec)
-        group, attempt = (None, 0) if as_span else (maybe_group, maybe_attempt)
-        if as_span:
-            staged.append(Span(kind, [value]))
-        else:
-            event: Event = (kind, attempt, (group or "").encode(), b"", value[:HEAD_MAX])
-            staged.append(event)
-        expected.append(
-            {
-                "seq": first + len(expected),
-                "event_time_ms": 77,
+    for n, batch in enumerate(batches):
+        staged = Staged()
+        key = keys.event_key(first + len(expected))
+        for kind, rec, maybe_group, maybe_topic, maybe_attempt, as_span in batch:
+            value = encode_message(rec)
+            group, topic, attempt = (
+                (None, None, 0) if as_span else (maybe_group, maybe_topic, maybe_attempt)
+            )
+            if as_span:
+                staged.add_many(kind, [value, value])
+            elif group or topic or attempt:
+                staged.add_group(
+                    kind, value, attempt, (group or "").encode(), (topic or "").encode()
+                )
+            else:
+                staged.add(kind, value)
+            row = {
+                "seq": 0,
+                "event_time_ms": 77 + n,
                 "kind": KIND_NAMES[kind],
-                "topic": rec.topic,
+                "topic": topic or rec.topic,
                 "msg_id": rec.msg_id,
                 "group": group or None,
                 "attempt": attempt or None,
@@ -63,15 +74,56 @@ def test_staged_events_come_back_in_order(
                 "created_at_ms": rec.created_at_ms,
                 "tag": rec.tag,
             }
-        )
-    table = decode([(keys.event_key(first), encode(staged, 77))])
-    assert table.to_pylist() == expected
+            seq = first + len(expected)
+            expected.extend([{**row, "seq": seq + i} for i in range(1 + as_span)])
+        entries.append((key, staged.encode(77 + n)))
+    assert decode(entries).to_pylist() == expected
+
+
+def test_an_undone_event_leaves_nothing_behind() -> None:
+    staged = Staged()
+    record = encode_message(MessageRecord("t", "m", 1, 1, b""))
+    staged.add(EventKind.SCHEDULED, record)
+    mark = staged.mark()
+    staged.add_group(EventKind.ACKED, record, 1, b"g", b"")
+    staged.add_many(EventKind.DELIVERED, [record])
+    staged.undo(mark)
+    staged.add_group(EventKind.NACKED, record, 2, b"h", b"")
+    rows = decode([(keys.event_key(5), staged.encode(1))]).to_pylist()
+    assert [(r["seq"], r["kind"], r["group"], r["attempt"]) for r in rows] == [
+        (5, "scheduled", None, None),
+        (6, "nacked", "h", 2),
+    ]
 
 
 def test_a_damaged_value_is_refused() -> None:
-    value = encode(
-        [(EventKind.ACKED, 1, b"g", b"", encode_message(MessageRecord("t", "m", 1, 1, b"")))], 5
+    staged = Staged()
+    staged.add_group(
+        EventKind.ACKED, encode_message(MessageRecord("t", "m", 1, 1, b"")), 1, b"g", b""
     )
+    value = staged.encode(5)
     for damaged in (value[:-3], value[:20], b"\x09" + value[1:], value[:17] + b"\x63" + value[18:]):
         with pytest.raises(CorruptRecordError):
             decode([(keys.event_key(0), damaged)])
+
+
+def test_sealing_does_not_import_pandas(tmp_path: Path) -> None:
+    """pyarrow imports pandas (~0.5 s holding the GIL) for ``pa.array`` of numpy; the
+    exporter's thread must not pay that beside the writer (bench figure 11)."""
+    script = f"""
+import sys
+from storage import keys
+from storage.event_table import decode
+from storage.events import EventKind, Staged
+from storage.records import MessageRecord, encode_message
+from workers import segments
+staged = Staged()
+staged.add(EventKind.SCHEDULED, encode_message(MessageRecord("t", "m", 1, 1, b"")))
+table = decode([(keys.event_key(0), staged.encode(1))])
+segments.write({str(tmp_path)!r}, table, "2026-01-01", 0, 0)
+assert "pandas" not in sys.modules, "pandas imported"
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr

@@ -111,6 +111,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/topics/{topic}/groups/{group}/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Receive messages as they become visible (server-sent events)
+         * @description Each message the moment it is visible, while fewer than ``max_in_flight`` are
+         *     unsettled (acked, nacked or expired); the stream ends when the client goes or the
+         *     server stops, and its unacked messages come back after ``invisible_ms``.
+         */
+        get: operations["stream_messages"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/topics/{topic}/groups/{group}/ack": {
         parameters: {
             query?: never;
@@ -188,7 +210,7 @@ export interface paths {
         };
         /** The group's settings on this topic (defaults until set) */
         get: operations["get_group_settings"];
-        /** Set the group's max_attempts and retry policy on this topic */
+        /** Set the group's max_attempts, retry policy, tag filter and push delivery */
         put: operations["put_group_settings"];
         post?: never;
         delete?: never;
@@ -549,13 +571,8 @@ export interface components {
              * @description Tag filter expression ('*': every message)
              */
             filter: string;
-            /**
-             * Push
-             * @description Push delivery settings, if any
-             */
-            push?: {
-                [key: string]: unknown;
-            };
+            /** @description Push delivery settings (the secret shown null); absent if none */
+            push?: components["schemas"]["PushSettings"];
         };
         /** GroupMessageState */
         GroupMessageState: {
@@ -596,6 +613,11 @@ export interface components {
              * @default *
              */
             filter?: string;
+            /**
+             * @description POST each message to a URL instead of waiting for receives
+             * @default null
+             */
+            push?: components["schemas"]["PushSettings"] | null;
         };
         /** Health */
         Health: {
@@ -698,6 +720,35 @@ export interface components {
         NackResult: {
             /** Results */
             results: components["schemas"]["NackReceiptResult"][];
+        };
+        /**
+         * PushSettings
+         * @description A group's push delivery: each message is POSTed to ``url`` as JSON.
+         */
+        PushSettings: {
+            /**
+             * Url
+             * @description http(s) URL on a host of ROCKTIMER_PUSH_ALLOWED_HOSTS
+             */
+            url: string;
+            /**
+             * Secret
+             * @description HMAC-SHA256 key of the Rocktimer-Signature header; write-only (read back as null; a PUT without one keeps the one stored)
+             * @default null
+             */
+            secret?: string | null;
+            /**
+             * Timeout Ms
+             * @description A reply later than this fails the attempt
+             * @default 10000
+             */
+            timeout_ms?: number;
+            /**
+             * Max In Flight
+             * @description POSTs under way at once
+             * @default 16
+             */
+            max_in_flight?: number;
         };
         /** ReceiptResult */
         ReceiptResult: {
@@ -2036,6 +2087,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The group has push delivery set: its messages go to its webhook */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body, or the whole request, is over its configured limit. */
             413: {
                 headers: {
@@ -2068,6 +2128,87 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before retrying */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The store is failing or the service is stopping: retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    stream_messages: {
+        parameters: {
+            query?: {
+                /** @description How long each is held */
+                invisible_ms?: number;
+                /** @description Most unacked messages at once */
+                max_in_flight?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Topic name (% as %25) */
+                topic: string;
+                /** @description Consumer group name */
+                group: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Server-sent events: each message as `event: message` and `data:` one receive item (the JSON of a `ReceivedMessage`, receipt included); a `: keep-alive` comment when nothing was sent for the keep-alive interval (15 s). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": {
+                        /** @constant */
+                        event: "message";
+                        data: string;
+                    };
+                };
+            };
+            /** @description No API key, or an unknown one (only when ROCKTIMER_API_KEYS is set). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key's role may not call this operation. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The group has push delivery set: its messages go to its webhook */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field, path or query parameter is invalid: `errors` names each one and why. */
+            422: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

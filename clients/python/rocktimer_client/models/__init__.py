@@ -16,7 +16,6 @@ from .exponential_policy import ExponentialPolicy
 from .field_error import FieldError
 from .fixed_policy import FixedPolicy
 from .group_item import GroupItem
-from .group_item_push import GroupItemPush
 from .group_message_state import GroupMessageState
 from .group_message_state_state import GroupMessageStateState
 from .group_page import GroupPage
@@ -37,6 +36,7 @@ from .nack_receipt_result_status import NackReceiptResultStatus
 from .nack_request import NackRequest
 from .nack_result import NackResult
 from .problem import Problem
+from .push_settings import PushSettings
 from .put_schedule import PutSchedule
 from .put_schedule_body_encoding import PutScheduleBodyEncoding
 from .put_schedule_properties_type_0 import PutSchedulePropertiesType0
@@ -60,6 +60,7 @@ from .send_message_properties_type_0 import SendMessagePropertiesType0
 from .send_result import SendResult
 from .send_result_state import SendResultState
 from .stats import Stats
+from .stream_messages_response_200 import StreamMessagesResponse200
 from .topic_item import TopicItem
 from .topic_page import TopicPage
 
@@ -80,7 +81,6 @@ __all__ = (
     "FieldError",
     "FixedPolicy",
     "GroupItem",
-    "GroupItemPush",
     "GroupMessageState",
     "GroupMessageStateState",
     "GroupPage",
@@ -101,6 +101,7 @@ __all__ = (
     "NackRequest",
     "NackResult",
     "Problem",
+    "PushSettings",
     "PutSchedule",
     "PutScheduleBodyEncoding",
     "PutSchedulePropertiesType0",
@@ -124,6 +125,7 @@ __all__ = (
     "SendResult",
     "SendResultState",
     "Stats",
+    "StreamMessagesResponse200",
     "TopicItem",
     "TopicPage",
 )

@@ -9,7 +9,7 @@ from attrs import field as _attrs_field
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
-    from ..models.group_item_push import GroupItemPush
+    from ..models.push_settings import PushSettings
 
 
 T = TypeVar("T", bound="GroupItem")
@@ -26,7 +26,7 @@ class GroupItem:
         retrying (int): Failed, waiting for the retry delay
         dead (int): Dead letters from this topic
         filter_ (str): Tag filter expression ('*': every message)
-        push (GroupItemPush | Unset): Push delivery settings, if any
+        push (PushSettings | Unset): A group's push delivery: each message is POSTed to ``url`` as JSON.
     """
 
     group: str
@@ -35,7 +35,7 @@ class GroupItem:
     retrying: int
     dead: int
     filter_: str
-    push: GroupItemPush | Unset = UNSET
+    push: PushSettings | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,7 +74,7 @@ class GroupItem:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
-        from ..models.group_item_push import GroupItemPush  # noqa: PLC0415
+        from ..models.push_settings import PushSettings  # noqa: PLC0415
 
         d = dict(src_dict)
         group = d.pop("group")
@@ -90,11 +90,11 @@ class GroupItem:
         filter_ = d.pop("filter")
 
         _push = d.pop("push", UNSET)
-        push: GroupItemPush | Unset
+        push: PushSettings | Unset
         if isinstance(_push, Unset):
             push = UNSET
         else:
-            push = GroupItemPush.from_dict(_push)
+            push = PushSettings.from_dict(_push)
 
         group_item = cls(
             group=group,

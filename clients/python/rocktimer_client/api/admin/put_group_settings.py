@@ -107,7 +107,7 @@ def sync_detailed(
     client: AuthenticatedClient | Client,
     body: GroupSettings,
 ) -> Response[GroupSettings | Problem]:
-    """Set the group's max_attempts and retry policy on this topic
+    """Set the group's max_attempts, retry policy, tag filter and push delivery
 
     Args:
         topic (str): Topic name (% as %25)
@@ -142,7 +142,7 @@ def sync(
     client: AuthenticatedClient | Client,
     body: GroupSettings,
 ) -> GroupSettings | Problem | None:
-    """Set the group's max_attempts and retry policy on this topic
+    """Set the group's max_attempts, retry policy, tag filter and push delivery
 
     Args:
         topic (str): Topic name (% as %25)
@@ -172,7 +172,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient | Client,
     body: GroupSettings,
 ) -> Response[GroupSettings | Problem]:
-    """Set the group's max_attempts and retry policy on this topic
+    """Set the group's max_attempts, retry policy, tag filter and push delivery
 
     Args:
         topic (str): Topic name (% as %25)
@@ -205,7 +205,7 @@ async def asyncio(
     client: AuthenticatedClient | Client,
     body: GroupSettings,
 ) -> GroupSettings | Problem | None:
-    """Set the group's max_attempts and retry policy on this topic
+    """Set the group's max_attempts, retry policy, tag filter and push delivery
 
     Args:
         topic (str): Topic name (% as %25)
