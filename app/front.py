@@ -3,7 +3,7 @@
 It keeps the access log and request times, applies the API keys and the body size limit,
 and answers the hot routes (app/fastpath.py) itself; everything else goes on to FastAPI
 and its own middleware stack. Hot requests (sends, receives, acks) thus cross no
-framework layer at all: each of the eight the stack had (uvicorn's proxy headers,
+framework layer at all: each of the ten the stack had (uvicorn's proxy headers,
 Starlette's error middlewares, FastAPI's body limit and telemetry, and ours) wrapped
 ``send`` and cost a few microseconds on every request (bench figure 1).
 """

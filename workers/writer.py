@@ -222,13 +222,17 @@ class Writer(_Loop):
         if inline and self._run_inline(op):
             return future
         with self._cond:
-            if not self._running:
-                raise WriterStopped("the service is shutting down")
-            if len(self._clients) >= self.queue_size:
-                raise Overloaded()
+            self._check_room()
             self._clients.append(op)
             self._cond.notify()
         return future
+
+    def _check_room(self) -> None:
+        """Refuse a client op (under ``_cond``): stopping, or the queue is full."""
+        if not self._running:
+            raise WriterStopped("the service is shutting down")
+        if len(self._clients) >= self.queue_size:
+            raise Overloaded()
 
     def submit_parts(
         self, parts: Sequence[tuple[Callable[[Txn], T], int]], *, durable: bool, grows: bool = False
@@ -242,10 +246,7 @@ class Writer(_Loop):
         loop = asyncio.get_running_loop()
         ops = [_Op(fn, durable, loop.create_future(), grows, weight) for fn, weight in parts]
         with self._cond:
-            if not self._running:
-                raise WriterStopped("the service is shutting down")
-            if len(self._clients) >= self.queue_size:
-                raise Overloaded()
+            self._check_room()
         for i, op in enumerate(ops):
             if not self._run_inline(op):
                 with self._cond:
