@@ -14,10 +14,12 @@ nothing is due soon, CPython's default otherwise.
 from __future__ import annotations
 
 import sys
+import time
 
 FINE_S = 0.0005  # while timers fall due
 COARSE_S = 0.005  # CPython's default: nothing due soon
 LEAD_MS = 20  # fine from this long before the next due time (the scanner wakes then)
+GIVE_WAY_S = 0.001  # a background thread's pause between slices while timers fall due
 
 
 def fine() -> None:
@@ -28,3 +30,11 @@ def fine() -> None:
 def coarse() -> None:
     if sys.getswitchinterval() != COARSE_S:
         sys.setswitchinterval(COARSE_S)
+
+
+def give_way() -> None:
+    """Between two bounded slices of background work (the exporter's): while timers fall
+    due, pause so that their hand-offs find the GIL free; otherwise just let waiting
+    threads in. A background thread that only yields takes the GIL straight back, and a
+    due timer's three hand-offs each wait out a switch interval behind it."""
+    time.sleep(GIVE_WAY_S if sys.getswitchinterval() == FINE_S else 0)

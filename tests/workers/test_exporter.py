@@ -11,10 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from storage.errors import WriterStopped
+from storage.event_table import decode
 from storage.store import CF
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import record, run, wait_until
 from tests.workers.test_events import END, NEVER, S, cf_events, quiet_engine
+from workers import exporter as exporter_module
 from workers import segments
 from workers.clock import FakeClock
 from workers.exporter import Exporter
@@ -209,3 +211,22 @@ def test_with_the_event_log_off_there_is_no_exporter(
     run(engine.send(record("t", "m", clock.now_ms())))
     assert not engine.exporter.alive
     assert engine.store.scan(CF.EVENTS, b"", END, 10) == []
+
+
+def test_a_segment_decoded_in_slices_equals_it_decoded_at_once(
+    make_engine: EngineFactory, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Slices of ~30 events, cut only between values (batches of 40 and single sends).
+    engine = quiet_engine(make_engine)
+    send_batches(engine, clock, batches=5, size=40, tag="a")
+    for i in range(17):
+        run(engine.send(record("t", f"one-{i}", clock.now_ms() + 3_600 * S)))
+    entries = engine.store.scan(CF.EVENTS, b"", END, 10**9)
+    monkeypatch.setattr(exporter_module, "DECODE_SLICE", 30)
+    sliced = exporter_module._decode(entries)
+    assert sliced.num_rows == 217
+    assert len(sliced.column(0).chunks) > 5
+    assert sliced.to_pylist() == decode(entries).to_pylist()
+    monkeypatch.setattr(exporter_module, "DECODE_SLICE", 1)
+    assert exporter_module._decode(entries).to_pylist() == cf_events(engine.store)
+    assert exporter_module._decode([]).num_rows == 0

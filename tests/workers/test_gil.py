@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from tests.workers.support import record, run, wait_until
 from workers import gil
 from workers.clock import FakeClock
@@ -24,3 +26,19 @@ def test_fine_only_while_a_timer_is_due_soon(engine: Engine, clock: FakeClock) -
     clock.advance(gil.LEAD_MS)
     wait_until(lambda: engine.deliverer.moved == 1, what="delivered")
     wait_until(lambda: sys.getswitchinterval() == gil.COARSE_S, what="coarse once nothing is due")
+
+
+def test_background_work_pauses_between_slices_only_while_timers_fall_due(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pauses: list[float] = []
+    monkeypatch.setattr(gil.time, "sleep", pauses.append)
+    before = sys.getswitchinterval()
+    try:
+        gil.fine()
+        gil.give_way()
+        gil.coarse()
+        gil.give_way()
+    finally:
+        sys.setswitchinterval(before)
+    assert pauses == [gil.GIVE_WAY_S, 0]
