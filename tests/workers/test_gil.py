@@ -4,6 +4,7 @@ due time, CPython's default when nothing is due soon."""
 from __future__ import annotations
 
 import sys
+import time
 
 import pytest
 
@@ -32,7 +33,7 @@ def test_background_work_pauses_between_slices_only_while_timers_fall_due(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pauses: list[float] = []
-    monkeypatch.setattr(gil.time, "sleep", pauses.append)
+    monkeypatch.setattr(time, "sleep", pauses.append)
     before = sys.getswitchinterval()
     try:
         gil.fine()
