@@ -60,8 +60,9 @@ MAX_RECEIVE_BYTES = 8 * 1024 * 1024  # a receive reply's messages, about (api.md
 _ITEM_OVERHEAD = 256  # the JSON around one message: names, times, receipt
 
 
-class _Room:
-    """What is left of a receive reply's byte budget; the first message always fits."""
+class Room:
+    """What is left of a receive reply's byte budget; the first message always fits. One
+    per reply: a receive taken in parts (Engine.receive) shares it across them."""
 
     def __init__(self, max_bytes: int) -> None:
         self.left = max_bytes
@@ -90,13 +91,14 @@ def receive(
     group: str,
     limit: int,
     invisible_ms: int,
-    max_bytes: int = MAX_RECEIVE_BYTES,
+    room: Room | None = None,
 ) -> list[Received]:
     """Hold up to ``limit`` visible messages for ``invisible_ms``: redeliveries first.
-    Stops adding messages at about ``max_bytes`` of reply, after at least one. With a
+    Stops adding messages when ``room`` (a reply's byte budget, MAX_RECEIVE_BYTES if not
+    given) is full, after at least one. With a
     tag filter, messages it does not match are passed over (state ``filtered``)."""
     out: list[Received] = []
-    room = _Room(max_bytes)
+    room = room or Room(MAX_RECEIVE_BYTES)
     topic_lane = keys.topic_lane(topic)
 
     def logged(ref: bytes) -> bytes | None:

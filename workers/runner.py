@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from storage import keys
-from storage.errors import PushedGroup
+from storage.errors import PushedGroup, RocktimerError
 from storage.records import DeadLetter, MessageRecord
 from storage.store import CF, RocksStore
 from workers import browse, consume, gil, messages, schedules
@@ -30,7 +30,7 @@ from workers.sweeper import Sweeper
 from workers.timers.schedule import Schedule
 from workers.txn import Txn
 from workers.webhook import PushSettings
-from workers.writer import GROUP_COMMIT_MAX_ITEMS, Writer
+from workers.writer import CONSUME_PART, CONSUME_WEIGHT, GROUP_COMMIT_MAX_ITEMS, Writer
 
 log = logging.getLogger("rocktimer.engine")
 
@@ -230,13 +230,37 @@ class Engine:
         A look that finds nothing parks (workers/notify.py); the commit that next gives the
         topic something runs the parked receive as its next batch and hands back its
         messages. One that found nothing after all (another receiver was first) parks again.
+
+        The writer takes a receive in parts of CONSUME_PART messages, each an op of its own
+        (a move of due timers waits behind one part at most): the first (which may park),
+        then, if it came back full, the rest up to ``limit`` together. The reply's byte
+        budget is shared by the parts.
         """
+        room = consume.Room(self.config.max_receive_bytes)
 
-        def look(txn: Txn) -> list[consume.Received]:
-            return consume.receive(
-                txn, topic, group, limit, invisible_ms, self.config.max_receive_bytes
-            )
+        def look(txn: Txn, n: int = min(limit, CONSUME_PART)) -> list[consume.Received]:
+            return consume.receive(txn, topic, group, n, invisible_ms, room)
 
+        got = await self._first_look(topic, look, wait_ms, min(limit, CONSUME_PART))
+        if len(got) < CONSUME_PART or len(got) >= limit:
+            return got
+        # A full part: more may be there. The rest in parts queued together, so that they
+        # run one after another (a move between two of them), not each behind the queue.
+        sizes = [min(limit - i, CONSUME_PART) for i in range(len(got), limit, CONSUME_PART)]
+        rest = self.writer.submit_parts(
+            [(partial(look, n=n), n * CONSUME_WEIGHT) for n in sizes], durable=False
+        )
+        for part in await asyncio.gather(*rest, return_exceptions=True):
+            if isinstance(part, BaseException):
+                if not isinstance(part, RocktimerError):
+                    raise part
+                continue  # what the other parts hold is answered; that part's lot waits
+            got += part
+        return got
+
+    async def _first_look(
+        self, topic: str, look: Callable[[Txn], list[consume.Received]], wait_ms: int, n: int
+    ) -> list[consume.Received]:
         loop = asyncio.get_running_loop()
         deadline = self.clock.now_ms() + wait_ms  # on the engine's clock, as every deadline
         while True:
@@ -250,7 +274,7 @@ class Engine:
 
             try:
                 got = await self.writer.submit(
-                    look_or_park, durable=False, inline=True, weight=limit
+                    look_or_park, durable=False, inline=True, weight=n * CONSUME_WEIGHT
                 )
                 if got or self.long_polls.closed:
                     return got
@@ -304,11 +328,8 @@ class Engine:
                 parked.future.set_result([])
 
     async def ack(self, topic: str, group: str, receipts: list[str]) -> list[str]:
-        statuses = await self.writer.submit(
-            lambda txn: consume.ack(txn, topic, group, receipts),
-            durable=True,
-            inline=True,
-            weight=len(receipts),
+        statuses = await self._settle(
+            receipts, lambda txn, part: consume.ack(txn, topic, group, part)
         )
         self.streams.settled(receipts)
         return statuses
@@ -316,13 +337,32 @@ class Engine:
     async def nack(
         self, topic: str, group: str, receipts: list[str], delay_ms: int | None
     ) -> list[str]:
-        statuses = await self.writer.submit(
-            lambda txn: consume.nack(txn, topic, group, receipts, delay_ms),
-            durable=True,
-            inline=True,
-            weight=len(receipts),
+        statuses = await self._settle(
+            receipts, lambda txn, part: consume.nack(txn, topic, group, part, delay_ms)
         )
         self.streams.settled(receipts)
+        return statuses
+
+    async def _settle(
+        self, receipts: list[str], settle: Callable[[Txn, list[str]], list[str]]
+    ) -> list[str]:
+        """An ack or nack in parts of CONSUME_PART receipts (as a receive), accepted or
+        refused as one; each receipt's status. A part that failed (the store broke) fails
+        the request: acking again is harmless (``acked``)."""
+
+        def op(receipts: list[str]) -> tuple[Callable[[Txn], list[str]], int]:
+            return (lambda txn: settle(txn, receipts)), len(receipts) * CONSUME_WEIGHT
+
+        cuts = range(0, len(receipts), CONSUME_PART)
+        parts = [op(receipts[i : i + CONSUME_PART]) for i in cuts]
+        done = await asyncio.gather(
+            *self.writer.submit_parts(parts, durable=True), return_exceptions=True
+        )
+        statuses: list[str] = []
+        for part in done:
+            if isinstance(part, BaseException):
+                raise part
+            statuses += part
         return statuses
 
     async def change_invisibility(

@@ -56,6 +56,10 @@ GROUP_COMMIT_MAX_ITEMS = 256  # messages per client batch (an op weighs its mess
 # how long a move of due timers can wait behind client work. A batch send comes in parts of
 # at most this many (submit_parts): a whole batch send of 1000 as one unit kept a move
 # waiting for all of it (bench figure 10)
+CONSUME_WEIGHT = 4  # a message received or acked weighs as much as this many sent: ~25-30 µs
+# of the writer against ~6-8 (bench figure 5 beside figure 2); one receive of 1000 or one ack
+# of 800 receipts as a single op held the scan horizon 25-35 ms (figure 10's consumer)
+CONSUME_PART = GROUP_COMMIT_MAX_ITEMS // CONSUME_WEIGHT  # messages per receive / ack op
 INTERNAL_QUEUE = 4  # moves waiting for the writer; more only adds memory, not speed
 MOVE_HANDOFF_S = 0.005  # longest the writer holds client work back for a due timer the
 # scanner could not scan until the last batch ended (its scan and the deliverer's hand-off

@@ -14,12 +14,13 @@ from storage import keys
 from storage.errors import Overloaded
 from storage.records import MessageState, decode_index
 from storage.store import CF, Put
+from tests.workers.conftest import EngineFactory
 from tests.workers.support import WAIT_S, Gate, RecordingStore, record, run, wait_until
 from workers import writer as writer_module
 from workers.clock import FakeClock
 from workers.runner import Engine
 from workers.txn import Txn
-from workers.writer import GROUP_COMMIT_MAX_ITEMS, Writer
+from workers.writer import CONSUME_PART, GROUP_COMMIT_MAX_ITEMS, Writer
 
 
 def put_op(key: bytes) -> Callable[[Txn], None]:
@@ -237,3 +238,35 @@ def test_a_batch_send_bigger_than_a_part_answers_every_item_in_order(engine: Eng
     created = [o.created for o in outcomes if not isinstance(o, Exception) and o]
     assert created.count(False) == 1
     assert created[GROUP_COMMIT_MAX_ITEMS] is False
+
+
+def test_a_big_receive_and_its_ack_are_taken_in_parts(engine: Engine, clock: FakeClock) -> None:
+    """A receive of 1000 or an ack of 800 receipts as one op held the scan horizon 25-35 ms
+    (bench figure 10): each is taken in ops of at most CONSUME_PART messages."""
+    n = 3 * CONSUME_PART + 5
+    run(engine.send_batch([record("t", f"m{i:04}", clock.now_ms()) for i in range(n)]))
+    wait_until(lambda: engine.writer.idle, what="the sends are written")
+    ops = engine.writer.ops_done
+    got = run(engine.receive("t", "g", n + 10, 0, 30_000))
+    assert [r.record.msg_id for r in got] == [f"m{i:04}" for i in range(n)]
+    assert engine.writer.ops_done - ops == 4  # parts of 64, 64, 64 and the 5 left
+    ops = engine.writer.ops_done
+    assert run(engine.ack("t", "g", [r.receipt for r in got])) == ["acked"] * n
+    assert engine.writer.ops_done - ops == 4
+    assert run(engine.receive("t", "g", n, 0, 30_000)) == []
+
+
+def test_a_receive_in_parts_stops_at_one_byte_budget_for_the_reply(
+    make_engine: EngineFactory, clock: FakeClock
+) -> None:
+    budget = 100 * 1024
+    engine = make_engine(max_receive_bytes=budget)
+    engine.start()
+    n = 4 * CONSUME_PART
+    body = b"x" * 1024
+    run(engine.send_batch([record("t", f"m{i:04}", clock.now_ms(), body) for i in range(n)]))
+    got = run(engine.receive("t", "g", n, 0, 30_000))
+    assert CONSUME_PART < len(got) < budget // len(body)  # more than a part, less than a budget
+    rest = run(engine.receive("t", "g", n, 0, 30_000))
+    assert len(got) + len(rest) <= n
+    assert {r.record.msg_id for r in got}.isdisjoint(r.record.msg_id for r in rest)
