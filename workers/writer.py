@@ -110,6 +110,44 @@ class _Op:
     weight: int = 1  # messages it handles (GROUP_COMMIT_MAX_ITEMS)
 
 
+class _ClientQueue:
+    """Client ops waiting for the writer: those that drain the store (receives, acks,
+    cancels …) before those that grow it (sends). A consumer's receive of 1000 comes in
+    parts (Engine.receive); behind a producer's queued batch parts, each part waited for
+    all of them and the consumer fell seconds behind the timers (bench figure 10, (c)).
+    The producer is the one to slow down: it is the one answered 429 while deliveries lag."""
+
+    def __init__(self) -> None:
+        self._drains: deque[_Op] = deque()
+        self._grows: deque[_Op] = deque()
+
+    def __len__(self) -> int:
+        return len(self._drains) + len(self._grows)
+
+    def append(self, op: _Op) -> None:
+        (self._grows if op.grows else self._drains).append(op)
+
+    def extend(self, ops: Sequence[_Op]) -> None:
+        for op in ops:
+            self.append(op)
+
+    def put_back(self, ops: Sequence[_Op]) -> None:
+        """Ops taken but not started go back to the head of their queue, in order."""
+        for op in reversed(ops):
+            (self._grows if op.grows else self._drains).appendleft(op)
+
+    def take(self, max_weight: int) -> list[_Op]:
+        """Ops worth at most ``max_weight`` messages (or the one at the head, if it weighs
+        more), draining ones first. Only when not empty."""
+        ops: list[_Op] = []
+        weight = 0
+        for queue in (self._drains, self._grows):
+            while queue and (not ops or weight + queue[0].weight <= max_weight):
+                weight += queue[0].weight
+                ops.append(queue.popleft())
+        return ops
+
+
 class Writer(_Loop):
     thread_name = "rocktimer-writer"
 
@@ -133,7 +171,7 @@ class Writer(_Loop):
         self._next_reopen_ms = 0
         self._next_disk_check_ms = 0
         self._on_commit = on_commit
-        self._clients: deque[_Op] = deque()
+        self._clients = _ClientQueue()
         self._internal: deque[_Op] = deque()
         self._follow_ups: list[_Op] = []  # batch lock holder only (see follow_up)
         # The writer thread took ops and has not finished them: nothing runs inline meanwhile.
@@ -344,17 +382,12 @@ class Writer(_Loop):
                 self._internal.clear()
                 self._cond.notify_all()  # room in the internal queue
                 return ops
-            ops = [self._clients.popleft()]
-            weight = ops[0].weight
-            while self._clients and weight + self._clients[0].weight <= GROUP_COMMIT_MAX_ITEMS:
-                weight += self._clients[0].weight
-                ops.append(self._clients.popleft())
-            return ops
+            return self._clients.take(GROUP_COMMIT_MAX_ITEMS)
 
     def _put_back(self, ops: list[_Op]) -> None:
         """Client ops taken but not started go back to the head of the queue, in order."""
         with self._cond:
-            self._clients.extendleft(reversed(ops))
+            self._clients.put_back(ops)
 
     def _run(self) -> None:
         while True:

@@ -270,3 +270,29 @@ def test_a_receive_in_parts_stops_at_one_byte_budget_for_the_reply(
     rest = run(engine.receive("t", "g", n, 0, 30_000))
     assert len(got) + len(rest) <= n
     assert {r.record.msg_id for r in got}.isdisjoint(r.record.msg_id for r in rest)
+
+
+def test_ops_that_drain_the_store_are_taken_before_sends_queued_earlier(
+    writer: Writer, store: RecordingStore
+) -> None:
+    """A consumer's receive and ack parts go ahead of a producer's queued batch parts; the
+    sends keep their order among themselves, and a unit stays within the bound."""
+
+    async def scenario() -> None:
+        gate = Gate()
+        held = writer.submit(gate.op, durable=False)
+        gate.wait_entered()
+        sends = [
+            writer.submit(put_op(k), durable=True, grows=True, weight=GROUP_COMMIT_MAX_ITEMS)
+            for k in (b"s0", b"s1")
+        ]
+        drains = writer.submit_parts(
+            [(put_op(k), GROUP_COMMIT_MAX_ITEMS // 2) for k in (b"a0", b"a1", b"a2")],
+            durable=True,
+        )
+        gate.release.set()
+        await asyncio.gather(held, *sends, *drains)
+
+    run(scenario())
+    wanted = {b"s0", b"s1", b"a0", b"a1", b"a2"}
+    assert commit_order(store, wanted) == [[b"a0", b"a1"], [b"a2"], [b"s0"], [b"s1"]]
