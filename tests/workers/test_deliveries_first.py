@@ -272,11 +272,11 @@ def test_a_receive_in_parts_stops_at_one_byte_budget_for_the_reply(
     assert {r.record.msg_id for r in got}.isdisjoint(r.record.msg_id for r in rest)
 
 
-def test_ops_that_drain_the_store_are_taken_before_sends_queued_earlier(
+def test_ops_that_drain_the_store_and_sends_are_taken_in_turns(
     writer: Writer, store: RecordingStore
 ) -> None:
-    """A consumer's receive and ack parts go ahead of a producer's queued batch parts; the
-    sends keep their order among themselves, and a unit stays within the bound."""
+    """A consumer's receive and ack parts wait behind one of a producer's queued batch parts
+    at most, and the other way round; each kind keeps its order, a unit stays in bound."""
 
     async def scenario() -> None:
         gate = Gate()
@@ -284,7 +284,7 @@ def test_ops_that_drain_the_store_are_taken_before_sends_queued_earlier(
         gate.wait_entered()
         sends = [
             writer.submit(put_op(k), durable=True, grows=True, weight=GROUP_COMMIT_MAX_ITEMS)
-            for k in (b"s0", b"s1")
+            for k in (b"s0", b"s1", b"s2")
         ]
         drains = writer.submit_parts(
             [(put_op(k), GROUP_COMMIT_MAX_ITEMS // 2) for k in (b"a0", b"a1", b"a2")],
@@ -294,5 +294,5 @@ def test_ops_that_drain_the_store_are_taken_before_sends_queued_earlier(
         await asyncio.gather(held, *sends, *drains)
 
     run(scenario())
-    wanted = {b"s0", b"s1", b"a0", b"a1", b"a2"}
-    assert commit_order(store, wanted) == [[b"a0", b"a1"], [b"a2"], [b"s0"], [b"s1"]]
+    wanted = {b"s0", b"s1", b"s2", b"a0", b"a1", b"a2"}
+    assert commit_order(store, wanted) == [[b"a0", b"a1"], [b"s0"], [b"a2"], [b"s1"], [b"s2"]]
