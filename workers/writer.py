@@ -60,6 +60,8 @@ CONSUME_WEIGHT = 4  # a message received or acked weighs as much as this many se
 # of the writer against ~6-8 (bench figure 5 beside figure 2); one receive of 1000 or one ack
 # of 800 receipts as a single op held the scan horizon 25-35 ms (figure 10's consumer)
 CONSUME_PART = GROUP_COMMIT_MAX_ITEMS // CONSUME_WEIGHT  # messages per receive / ack op
+DRAIN_TURNS = 3  # units of draining work (receive/ack parts) taken per unit of sends when
+# both wait (bench figure 10: 1 let the timers' consumer fall seconds behind)
 INTERNAL_QUEUE = 4  # moves waiting for the writer; more only adds memory, not speed
 MOVE_HANDOFF_S = 0.005  # longest the writer holds client work back for a due timer the
 # scanner could not scan until the last batch ended (its scan and the deliverer's hand-off
@@ -111,17 +113,19 @@ class _Op:
 
 
 class _ClientQueue:
-    """Client ops waiting for the writer, in two queues taken in turns while both wait:
+    """Client ops waiting for the writer, in two queues taken in turns while both wait
+    (DRAIN_TURNS units of the first, then one of the second):
     those that drain the store (receives, acks, cancels …) and those that grow it (sends).
     A consumer's receive of 1000 comes in parts (Engine.receive); in one queue behind a
     producer's batch parts, each part waited for all of them and the consumer fell seconds
     behind the timers (bench figure 10, (c)); draining always first starved the producer
-    instead (0.01 of its rate alone). In turns, each waits behind one unit of the other."""
+    instead (0.01 of its rate alone), and one turn each let the consumer fall behind again
+    (a receive of 1000 is 16 parts, each then behind a send unit)."""
 
     def __init__(self) -> None:
         self._drains: deque[_Op] = deque()
         self._grows: deque[_Op] = deque()
-        self._grows_next = False  # whose turn it is when both wait
+        self._drain_turns = 0  # drains taken in a row while sends waited
 
     def __len__(self) -> int:
         return len(self._drains) + len(self._grows)
@@ -143,9 +147,10 @@ class _ClientQueue:
         more), from the queue whose turn it is first. Only when not empty."""
         ops: list[_Op] = []
         weight = 0
-        order = (self._grows, self._drains) if self._grows_next else (self._drains, self._grows)
+        grows_first = self._drain_turns >= DRAIN_TURNS
+        order = (self._grows, self._drains) if grows_first else (self._drains, self._grows)
         if self._drains and self._grows:
-            self._grows_next = not self._grows_next
+            self._drain_turns = 0 if grows_first else self._drain_turns + 1
         for queue in order:
             while queue and (not ops or weight + queue[0].weight <= max_weight):
                 weight += queue[0].weight

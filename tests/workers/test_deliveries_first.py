@@ -20,7 +20,7 @@ from workers import writer as writer_module
 from workers.clock import FakeClock
 from workers.runner import Engine
 from workers.txn import Txn
-from workers.writer import CONSUME_PART, GROUP_COMMIT_MAX_ITEMS, Writer
+from workers.writer import CONSUME_PART, DRAIN_TURNS, GROUP_COMMIT_MAX_ITEMS, Writer
 
 
 def put_op(key: bytes) -> Callable[[Txn], None]:
@@ -276,7 +276,8 @@ def test_ops_that_drain_the_store_and_sends_are_taken_in_turns(
     writer: Writer, store: RecordingStore
 ) -> None:
     """A consumer's receive and ack parts wait behind one of a producer's queued batch parts
-    at most, and the other way round; each kind keeps its order, a unit stays in bound."""
+    at most, and sends get a unit every DRAIN_TURNS; each kind keeps its order, a unit
+    stays in bound."""
 
     async def scenario() -> None:
         gate = Gate()
@@ -287,12 +288,19 @@ def test_ops_that_drain_the_store_and_sends_are_taken_in_turns(
             for k in (b"s0", b"s1", b"s2")
         ]
         drains = writer.submit_parts(
-            [(put_op(k), GROUP_COMMIT_MAX_ITEMS // 2) for k in (b"a0", b"a1", b"a2")],
+            [(put_op(b"a%d" % i), GROUP_COMMIT_MAX_ITEMS) for i in range(DRAIN_TURNS + 2)],
             durable=True,
         )
         gate.release.set()
         await asyncio.gather(held, *sends, *drains)
 
     run(scenario())
-    wanted = {b"s0", b"s1", b"s2", b"a0", b"a1", b"a2"}
-    assert commit_order(store, wanted) == [[b"a0", b"a1"], [b"s0"], [b"a2"], [b"s1"], [b"s2"]]
+    drains = [[b"a%d" % i] for i in range(DRAIN_TURNS + 2)]
+    wanted = {b"s0", b"s1", b"s2", *(d[0] for d in drains)}
+    assert commit_order(store, wanted) == [
+        *drains[:DRAIN_TURNS],
+        [b"s0"],
+        *drains[DRAIN_TURNS:],
+        [b"s1"],
+        [b"s2"],
+    ]
