@@ -44,7 +44,10 @@ def send(txn: Txn, rec: MessageRecord, *, fresh_id: bool = False) -> SendOutcome
     so it cannot be in the index and the lookup is skipped.
     """
     index_key = keys.message_key(rec.topic, rec.msg_id)
-    return _send(txn, rec, index_key, None if fresh_id else txn.get(CF.MESSAGES, index_key))
+    out = _send(txn, rec, index_key, None if fresh_id else txn.get(CF.MESSAGES, index_key))
+    if out.created and out.state is MessageState.SCHEDULED:
+        txn.count_topic(rec.topic, scheduled=1)
+    return out
 
 
 def send_many(
@@ -58,6 +61,7 @@ def send_many(
     found = iter(txn.get_many(CF.MESSAGES, looked_up))
     seen: set[bytes] = set()
     out: list[SendOutcome | Exception | None] = []
+    scheduled: dict[str, int] = {}  # per topic: counted once per batch, not per message
     for rec, index_key, new in zip(recs, index_keys, fresh, strict=True):
         if rec is None:
             out.append(None)
@@ -68,10 +72,16 @@ def send_many(
         seen.add(index_key)
         point = txn.savepoint()
         try:
-            out.append(_send(txn, rec, index_key, raw))
+            sent = _send(txn, rec, index_key, raw)
         except Exception as exc:
             txn.rollback(point)
             out.append(exc)
+            continue
+        out.append(sent)
+        if sent.created and sent.state is MessageState.SCHEDULED:
+            scheduled[rec.topic] = scheduled.get(rec.topic, 0) + 1
+    for topic, n in scheduled.items():
+        txn.count_topic(topic, scheduled=n)
     return out
 
 
@@ -107,8 +117,7 @@ def _send(txn: Txn, rec: MessageRecord, index_key: bytes, raw: bytes | None) -> 
             index_key,
             INDEX.pack(_SCHEDULED, rec.deliver_at_ms, rec.created_at_ms, 0, 0),
         )
-        txn.count_topic(rec.topic, scheduled=1)
-        txn.schedule_hint(rec.deliver_at_ms)
+        txn.schedule_hint(rec.deliver_at_ms)  # the topic's count: by the caller, once
         state = MessageState.SCHEDULED
     # tuple.__new__: a NamedTuple's own __new__ is a Python call, half the cost (batch path)
     return tuple.__new__(

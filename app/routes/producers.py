@@ -55,13 +55,14 @@ def deliver_time(
 ) -> int:
     """The deliver time a body asks for: at most one of deliver_at_ms, delay_ms and
     delay_level (exactly one if ``required``; else none means now), within the maximum."""
-    given = [f for f in _WHEN if getattr(msg, f) is not None]
-    if len(given) > 1:
+    at, delay, level = msg.deliver_at_ms, msg.delay_ms, msg.delay_level
+    given_n = (at is not None) + (delay is not None) + (level is not None)
+    if given_n > 1:  # a count, not a list: this runs for every message of a batch
+        given = [f for f in _WHEN if getattr(msg, f) is not None]
         joined = " and ".join(given)
         raise _bad(loc, given[1], f"give at most one of {', '.join(_WHEN)} (got {joined})")
-    if not given and required:
+    if not given_n and required:
         raise _bad(loc, "deliver_at_ms", f"give one of {', '.join(_WHEN)}")
-    at, delay, level = msg.deliver_at_ms, msg.delay_ms, msg.delay_level
     if at is not None:
         deliver_at, field = at, "deliver_at_ms"
     elif delay is not None:
