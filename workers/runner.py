@@ -109,6 +109,7 @@ class Engine:
             self.clock,
             seal_ms=config.events_seal_ms,
             retention_ms=config.events_retention_ms,
+            behind=self.lag.age_ms,
         )
         # Push groups (app/push.py POSTs their messages), kept as their settings change;
         # each watcher hears of every change, on the event loop that made it.

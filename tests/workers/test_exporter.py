@@ -4,6 +4,7 @@ held, appear only whole, are redone under the same name after a crash, and expir
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -230,3 +231,44 @@ def test_a_segment_decoded_in_slices_equals_it_decoded_at_once(
     monkeypatch.setattr(exporter_module, "DECODE_SLICE", 1)
     assert exporter_module._decode(entries).to_pylist() == cf_events(engine.store)
     assert exporter_module._decode([]).num_rows == 0
+
+
+def test_a_round_waits_while_a_storm_drains_but_not_longer_than_its_bound(
+    make_engine: EngineFactory, clock: FakeClock
+) -> None:
+    engine = quiet_engine(make_engine)
+    send_batches(engine, clock, batches=2, size=10, tag="a")
+    lag = [exporter_module.DEFER_LAG_MS + 1]  # ms the deliveries are behind
+    ex = Exporter(
+        engine.store,
+        engine.writer,
+        clock,
+        seal_ms=NEVER,
+        retention_ms=DAY,
+        behind=lambda: lag[0],
+    )
+    try:  # its rounds run here, on a thread of the test's (not its own, which also seals)
+        round_ = threading.Thread(target=ex.tick)
+        round_.start()
+        round_.join(0.3)
+        assert round_.is_alive()  # waiting for the deliveries
+        assert files(engine) == []
+        lag[0] = 0  # caught up
+        round_.join(10)
+        assert not round_.is_alive()
+        assert len(sealed(engine)) == 20
+
+        send_batches(engine, clock, batches=1, size=5, tag="b")
+        lag[0] = 10**9  # behind for good: the round waits DEFER_MAX_MS of the clock, then seals
+        round_ = threading.Thread(target=ex.tick)
+        round_.start()
+        round_.join(0.2)
+        assert round_.is_alive()
+        clock.advance(exporter_module.DEFER_MAX_MS)
+        round_.join(10)
+        assert not round_.is_alive()
+        assert len(sealed(engine)) == 25
+        assert ex.deferred_ms >= exporter_module.DEFER_MAX_MS
+    finally:
+        lag[0] = 0
+        round_.join(10)
