@@ -15,7 +15,7 @@ retry lane) → INFLIGHT again …; after ``max_attempts`` failed attempts → D
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import orjson
@@ -205,7 +205,7 @@ UNKNOWN = "unknown"
 def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
     """Per receipt: ``acked`` (also when acked before), ``expired`` or ``unknown``."""
     out: list[str] = []
-    acked_now = 0
+    acked: list[tuple[int, int]] = []  # (seq, attempt) of each message acked now
     for receipt in receipts:
         found = _held(txn, topic, group, receipt)
         if isinstance(found, str):
@@ -213,14 +213,14 @@ def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
             continue
         seq, held = found
         _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
-        acked = held._replace(state=GroupState.ACKED)
-        txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(acked))
-        emit_event(txn, EventKind.ACKED, topic, group, seq, held.attempts)
+        done = held._replace(state=GroupState.ACKED)
+        txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(done))
+        acked.append((seq, held.attempts))
         out.append(ACKED)
-        acked_now += 1
-    if acked_now:  # the counts once per op, not per message
-        txn.count_group(topic, group, inflight=-acked_now)
-        txn.note("acks", acked_now)
+    if acked:  # the counts and the events' log reads once per op, not per message
+        emit_events(txn, EventKind.ACKED, topic, group, acked)
+        txn.count_group(topic, group, inflight=-len(acked))
+        txn.note("acks", len(acked))
     txn.sync = True
     return out
 
@@ -348,9 +348,22 @@ def _bury(txn: Txn, topic: str, group: str, seq: int, held: Inflight) -> None:
 
 def emit_event(txn: Txn, kind: EventKind, topic: str, group: str, seq: int, attempt: int) -> None:
     """A group event about the message at ``seq`` of ``topic``'s log."""
-    record = txn.get(CF.LOGS, keys.log_key(keys.topic_lane(topic), seq))
-    if record is not None:  # None: swept past retention, which a held message never is
-        events.emit(txn, kind, record, topic=topic, group=group, attempt=attempt)
+    emit_events(txn, kind, topic, group, [(seq, attempt)])
+
+
+def emit_events(
+    txn: Txn, kind: EventKind, topic: str, group: str, held: Sequence[tuple[int, int]]
+) -> None:
+    """Group events about the messages at these ``(seq, attempt)`` of ``topic``'s log,
+    their records read with one multi-get (a read per acked message was a sixth of an
+    ack's cost, bench figure 5), and not at all with the event log off."""
+    if txn.events is None:
+        return
+    lane = keys.topic_lane(topic)
+    records = txn.get_many(CF.LOGS, [keys.log_key(lane, seq) for seq, _ in held])
+    for (_, attempt), record in zip(held, records, strict=True):
+        if record is not None:  # None: swept past retention, which a held message never is
+            events.emit(txn, kind, record, topic=topic, group=group, attempt=attempt)
 
 
 def current_hold(txn: Txn, timer: GroupTimer) -> Inflight | None:
