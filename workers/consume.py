@@ -41,7 +41,7 @@ from storage.records import (
 )
 from storage.store import CF, RocksStore
 from workers import events, lanes, retention, tagfilter
-from workers.receipts import decode_receipt, encode_receipt
+from workers.receipts import Receipt, decode_receipt, encode_receipt
 from workers.retry import GroupSettings, decode_settings, encode_settings, retry_delay_ms
 from workers.timers import invisible, retry
 from workers.timers.hold import GroupTimer
@@ -230,16 +230,24 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
     ``delay_ms``), or goes to the dead-letter queue after ``max_attempts``. Per receipt:
     ``nacked``, ``expired`` or ``unknown``."""
     settings = group_settings(txn, topic, group)
+    decoded = [decode_receipt(_secret(txn), receipt, topic, group) for receipt in receipts]
+    # Each nacked event's record, read with one multi-get up front (a nack changes no log
+    # entry): a point read per message was a sixth of an ack's cost (bench figure 5).
+    logged = _logged(txn, topic, [d.seq for d in decoded if d is not None])
     out: list[str] = []
-    for receipt in receipts:
-        found = _held(txn, topic, group, receipt)
+    for receipt in decoded:
+        found = _check(txn, topic, group, receipt)
         if isinstance(found, str):
             out.append(EXPIRED if found == ACKED else found)
             continue
         seq, held = found
         _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
         delay = delay_ms if delay_ms is not None else retry_delay_ms(settings.retry, held.attempts)
-        emit_event(txn, EventKind.NACKED, topic, group, seq, held.attempts)
+        record = logged.get(seq)
+        if record is not None:
+            events.emit(
+                txn, EventKind.NACKED, record, topic=topic, group=group, attempt=held.attempts
+            )
         fail(txn, topic, group, seq, held, delay, settings)
         txn.note("nacks")
         out.append("nacked")
@@ -268,7 +276,11 @@ def change_invisibility(txn: Txn, topic: str, group: str, receipt: str, invisibl
 
 def _held(txn: Txn, topic: str, group: str, receipt: str) -> tuple[int, Inflight] | str:
     """The in-flight record a receipt still controls, or the status to answer instead."""
-    decoded = decode_receipt(_secret(txn), receipt, topic, group)
+    return _check(txn, topic, group, decode_receipt(_secret(txn), receipt, topic, group))
+
+
+def _check(txn: Txn, topic: str, group: str, decoded: Receipt | None) -> tuple[int, Inflight] | str:
+    """``_held`` for a receipt already decoded (None: not one of this topic and group)."""
     if decoded is None:
         return UNKNOWN
     raw = txn.get(CF.INFLIGHT, keys.inflight_key(topic, group, decoded.seq))
@@ -357,13 +369,21 @@ def emit_events(
     """Group events about the messages at these ``(seq, attempt)`` of ``topic``'s log,
     their records read with one multi-get (a read per acked message was a sixth of an
     ack's cost, bench figure 5), and not at all with the event log off."""
-    if txn.events is None:
-        return
-    lane = keys.topic_lane(topic)
-    records = txn.get_many(CF.LOGS, [keys.log_key(lane, seq) for seq, _ in held])
-    for (_, attempt), record in zip(held, records, strict=True):
+    logged = _logged(txn, topic, [seq for seq, _ in held])
+    for seq, attempt in held:
+        record = logged.get(seq)
         if record is not None:  # None: swept past retention, which a held message never is
             events.emit(txn, kind, record, topic=topic, group=group, attempt=attempt)
+
+
+def _logged(txn: Txn, topic: str, seqs: Sequence[int]) -> dict[int, bytes]:
+    """The log records at these seqs of ``topic`` that events need (none with the event
+    log off), read with one multi-get."""
+    if txn.events is None or not seqs:
+        return {}
+    lane = keys.topic_lane(topic)
+    records = txn.get_many(CF.LOGS, [keys.log_key(lane, seq) for seq in seqs])
+    return {seq: r for seq, r in zip(seqs, records, strict=True) if r is not None}
 
 
 def current_hold(txn: Txn, timer: GroupTimer) -> Inflight | None:
