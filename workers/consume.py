@@ -230,7 +230,8 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
     ``delay_ms``), or goes to the dead-letter queue after ``max_attempts``. Per receipt:
     ``nacked``, ``expired`` or ``unknown``."""
     settings = group_settings(txn, topic, group)
-    decoded = [decode_receipt(_secret(txn), receipt, topic, group) for receipt in receipts]
+    secret = _secret(txn)
+    decoded = [decode_receipt(secret, receipt, topic, group) for receipt in receipts]
     # Each nacked event's record, read with one multi-get up front (a nack changes no log
     # entry): a point read per message was a sixth of an ack's cost (bench figure 5).
     logged = _logged(txn, topic, [d.seq for d in decoded if d is not None])
@@ -243,11 +244,7 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
         seq, held = found
         _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
         delay = delay_ms if delay_ms is not None else retry_delay_ms(settings.retry, held.attempts)
-        record = logged.get(seq)
-        if record is not None:
-            events.emit(
-                txn, EventKind.NACKED, record, topic=topic, group=group, attempt=held.attempts
-            )
+        _emit_logged(txn, EventKind.NACKED, logged, topic, group, seq, held.attempts)
         fail(txn, topic, group, seq, held, delay, settings)
         txn.note("nacks")
         out.append("nacked")
@@ -371,9 +368,22 @@ def emit_events(
     ack's cost, bench figure 5), and not at all with the event log off."""
     logged = _logged(txn, topic, [seq for seq, _ in held])
     for seq, attempt in held:
-        record = logged.get(seq)
-        if record is not None:  # None: swept past retention, which a held message never is
-            events.emit(txn, kind, record, topic=topic, group=group, attempt=attempt)
+        _emit_logged(txn, kind, logged, topic, group, seq, attempt)
+
+
+def _emit_logged(
+    txn: Txn,
+    kind: EventKind,
+    logged: dict[int, bytes],
+    topic: str,
+    group: str,
+    seq: int,
+    attempt: int,
+) -> None:
+    """The group event about ``seq``, from its record read by ``_logged``."""
+    record = logged.get(seq)
+    if record is not None:  # None: the event log is off, or swept past retention (never held)
+        events.emit(txn, kind, record, topic=topic, group=group, attempt=attempt)
 
 
 def _logged(txn: Txn, topic: str, seqs: Sequence[int]) -> dict[int, bytes]:

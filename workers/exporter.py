@@ -123,8 +123,7 @@ class Exporter(Periodic):
             if picked is None:
                 break
             self._give_way()
-            table = _decode(picked.entries, self._give_way)
-            self._give_way()
+            table = _decode(picked.entries, self._give_way)  # gives way after each slice
             # What was read may sit in the WAL unsynced: fsync it before the segment
             # exists, or a power cut could keep an event whose change it took away.
             self.store.sync_wal()

@@ -130,8 +130,11 @@ class _ClientQueue:
     def __len__(self) -> int:
         return len(self._drains) + len(self._grows)
 
+    def _queue(self, op: _Op) -> deque[_Op]:
+        return self._grows if op.grows else self._drains
+
     def append(self, op: _Op) -> None:
-        (self._grows if op.grows else self._drains).append(op)
+        self._queue(op).append(op)
 
     def extend(self, ops: Sequence[_Op]) -> None:
         for op in ops:
@@ -140,7 +143,7 @@ class _ClientQueue:
     def put_back(self, ops: Sequence[_Op]) -> None:
         """Ops taken but not started go back to the head of their queue, in order."""
         for op in reversed(ops):
-            (self._grows if op.grows else self._drains).appendleft(op)
+            self._queue(op).appendleft(op)
 
     def take(self, max_weight: int) -> list[_Op]:
         """Ops worth at most ``max_weight`` messages (or the one at the head, if it weighs
