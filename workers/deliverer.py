@@ -61,6 +61,7 @@ class Deliverer(WorkerThread):
                     lambda txn: move_due(txn, batch, batch.cancel_mark),
                     durable=False,
                     inline=True,
+                    move=True,
                 )
                 self.batches += 1
                 return

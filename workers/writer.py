@@ -110,6 +110,7 @@ class _Op:
     future: asyncio.Future[Any] | concurrent.futures.Future[Any]
     grows: bool = False  # adds data (a send): refused while the disk is nearly full
     weight: int = 1  # messages it handles (GROUP_COMMIT_MAX_ITEMS)
+    move: bool = False  # moves due timers (the deliverer's op: see _take)
 
 
 class _ClientQueue:
@@ -311,14 +312,21 @@ class Writer(_Loop):
         return [op.future for op in ops]  # type: ignore[misc]
 
     def call(
-        self, fn: Callable[[Txn], T], *, durable: bool, internal: bool = True, inline: bool = False
+        self,
+        fn: Callable[[Txn], T],
+        *,
+        durable: bool,
+        internal: bool = True,
+        inline: bool = False,
+        move: bool = False,
     ) -> T:
         """Run an op from a worker thread and wait for its commit (blocks when queue is full).
 
-        ``inline``: as in ``submit``, on this thread if the writer thread is idle."""
+        ``inline``: as in ``submit``, on this thread if the writer thread is idle.
+        ``move``: the op moves due timers (the slot kept for a move is for this one)."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        if not (inline and self._run_inline(_Op(fn, durable, future))):
-            self.enqueue_internal(fn, durable=durable, future=future, internal=internal)
+        if not (inline and self._run_inline(_Op(fn, durable, future, move=move))):
+            self.enqueue_internal(fn, durable=durable, future=future, internal=internal, move=move)
         while True:
             try:
                 return future.result(timeout=CALL_POLL_S)
@@ -333,6 +341,7 @@ class Writer(_Loop):
         durable: bool,
         future: concurrent.futures.Future[Any],
         internal: bool = True,
+        move: bool = False,
     ) -> None:
         queue = self._internal if internal else self._clients
         limit = INTERNAL_QUEUE if internal else self.queue_size
@@ -341,7 +350,7 @@ class Writer(_Loop):
                 self._cond.wait()
             if not self._running:
                 raise WriterStopped("the writer is stopped")
-            queue.append(_Op(fn, durable, future))
+            queue.append(_Op(fn, durable, future, move=move))
             self._cond.notify_all()
 
     def follow_up(self, fn: Callable[[Txn], Any], future: asyncio.Future[Any]) -> None:
@@ -386,8 +395,10 @@ class Writer(_Loop):
                 if not self._running:
                     return None
                 self._cond.wait()
-            if self._move_due and not self._internal:  # see wait_horizon
-                self._cond.wait_for(lambda: bool(self._internal), MOVE_HANDOFF_S)
+            if self._move_due:  # see wait_horizon
+                # For the move itself: an exporter's or sweeper's op that came first would
+                # otherwise take the slot and let the client work go ahead of the move.
+                self._cond.wait_for(self._move_queued, MOVE_HANDOFF_S)
             self._move_due = False
             self._in_hand = True
             if self._internal:
@@ -396,6 +407,9 @@ class Writer(_Loop):
                 self._cond.notify_all()  # room in the internal queue
                 return ops
             return self._clients.take(GROUP_COMMIT_MAX_ITEMS)
+
+    def _move_queued(self) -> bool:
+        return any(op.move for op in self._internal)
 
     def _put_back(self, ops: list[_Op]) -> None:
         """Client ops taken but not started go back to the head of the queue, in order."""
