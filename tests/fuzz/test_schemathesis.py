@@ -278,6 +278,12 @@ def test_stateful_workflows(served: Server) -> None:
 
     Workflow.run(
         settings=hypothesis.settings(
-            SETTINGS, max_examples=STATEFUL_SCENARIOS, stateful_step_count=STATEFUL_STEPS
+            SETTINGS,
+            max_examples=STATEFUL_SCENARIOS,
+            stateful_step_count=STATEFUL_STEPS,
+            # A saved scenario replays against a server in another state (the links it
+            # follows depend on the replies), which Hypothesis reports as a flaky
+            # strategy: the second run of `make test` in one checkout failed so.
+            database=None,
         )
     )
