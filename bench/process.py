@@ -407,6 +407,9 @@ class Profile:
             str(PYSPY_RATE_HZ),
             "--nonblocking",
             "--threads",
+            # BENCH_PYSPY_GIL=1: only the thread holding the GIL (plain sampling counts
+            # threads waiting for it as busy)
+            *(["--gil"] if os.environ.get("BENCH_PYSPY_GIL") else []),
         ]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return self

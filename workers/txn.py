@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from storage import events, keys
 from storage.keys import EVENTS_NEXT_KEY, PENDING_KEY, event_key, next_seq_key, read_u64, u64
@@ -11,6 +11,7 @@ from storage.records import Counts, decode_counts, encode_counts
 from storage.store import CF, DeleteRange, RocksStore
 
 _MISSING = object()
+_MANY = object()  # an undo entry's key when it undoes a whole put_many
 # undo log length, range deletes, pending delta, staged events (storage/events.py)
 Savepoint = tuple[int, int, int, tuple[int, int]]
 
@@ -100,14 +101,25 @@ class Txn:
         self._undo.append((staged, key, staged.get(key, _MISSING)))
         staged[key] = value
 
+    def put_many(self, cf: str, pairs: list[tuple[bytes, bytes]]) -> None:
+        """``put`` of each (key, value), in order (the storm path: no call per key)."""
+        staged = self._staged[cf]
+        new = dict(pairs)
+        # One undo entry for them all: the keys, and the values of those staged before
+        # (a set intersection in C, not a lookup per key: 6 % of a storm's move).
+        olds = {key: staged[key] for key in new.keys() & staged.keys()}
+        self._undo.append((staged, _MANY, (list(new), olds)))
+        staged.update(new)
+
     def delete(self, cf: str, key: bytes) -> None:
         staged = self._staged[cf]
         self._undo.append((staged, key, staged.get(key, _MISSING)))
         staged[key] = None
 
-    def claim_seq(self, lane: bytes) -> int:
-        """The lane's next seq, counted as taken (workers/lanes.py): read from meta once
-        per batch, then counted here; undone with the op like a staged write."""
+    def claim_seq(self, lane: bytes, n: int = 1) -> int:
+        """The lane's next seq, counted as taken with the ``n - 1`` after it
+        (workers/lanes.py): read from meta once per batch, then counted here; undone with
+        the op like a staged write."""
         lane_next = self.lane_next
         seq = lane_next.get(lane)
         if lane not in self._lanes_saved:  # the first change since the savepoint: undoable
@@ -116,7 +128,7 @@ class Txn:
         if seq is None:
             raw = self.get(CF.META, next_seq_key(lane))
             seq = read_u64(raw) if raw else 0
-        lane_next[lane] = seq + 1
+        lane_next[lane] = seq + n
         return seq
 
     def delete_range(self, cf: str, begin: bytes, end: bytes) -> None:
@@ -171,7 +183,14 @@ class Txn:
         undo_len, ranges_len, pending, staged_events = point
         while len(self._undo) > undo_len:
             staged, key, old = self._undo.pop()
-            if old is _MISSING:
+            if key is _MANY:  # put_many's: (its keys, the values they had before)
+                many, olds = cast(tuple[list[bytes], dict[bytes, Any]], old)
+                for each in many:
+                    if each in olds:
+                        staged[each] = olds[each]
+                    else:
+                        del staged[each]
+            elif old is _MISSING:
                 del staged[key]
             else:
                 staged[key] = old

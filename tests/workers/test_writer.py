@@ -95,6 +95,25 @@ def test_txn_rollback_undoes_only_what_was_staged_after_the_savepoint(
     assert store.get(CF.META, PENDING_KEY) == keys.u64(7)
 
 
+def test_txn_put_many_reads_back_and_rolls_back_as_puts_one_by_one(
+    store: RecordingStore,
+) -> None:
+    txn = Txn(store, 0)
+    txn.put(CF.LOGS, b"a", b"before")
+    point = txn.savepoint()
+    txn.put_many(CF.LOGS, [(b"a", b"x"), (b"b", b"y"), (b"b", b"z")])
+    assert (txn.get(CF.LOGS, b"a"), txn.get(CF.LOGS, b"b")) == (b"x", b"z")  # the last wins
+    txn.put(CF.LOGS, b"c", b"after")
+    txn.rollback(point)
+    assert txn.get(CF.LOGS, b"a") == b"before"
+    assert txn.get(CF.LOGS, b"b") is None
+    assert txn.get(CF.LOGS, b"c") is None
+    txn.put_many(CF.LOGS, [(b"b", b"kept")])
+    txn.commit(0)
+    assert store.get(CF.LOGS, b"a") == b"before"
+    assert store.get(CF.LOGS, b"b") == b"kept"
+
+
 def test_txn_counts_roll_back_with_their_op_and_add_up_across_commits(
     store: RecordingStore,
 ) -> None:

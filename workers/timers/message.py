@@ -3,21 +3,23 @@ key after the due time); value: the encoded message record. Fires into the topic
 
 from __future__ import annotations
 
+import struct
+from itertools import groupby
 from operator import itemgetter
 
 from storage import keys
 from storage.events import EventKind
 from storage.records import (
     CREATED_AT_OFFSET,
+    DELIVERED_AT_SLICE,
     INDEX,
     MessageRecord,
     MessageState,
     decode_message,
     encode_message,
-    stamp_delivered,
 )
 from storage.store import CF
-from workers import events, lanes, tagfilter
+from workers import events, tagfilter
 from workers.timers.kind import Span
 
 _VALUE = itemgetter(1)
@@ -25,6 +27,10 @@ _VALUE = itemgetter(1)
 _SCHEDULED = int(MessageState.SCHEDULED)
 _FLAGS, _TAGGED = 24, 0x80  # a record's flags byte and its has-a-tag bit (records.py)
 _DELIVERED = int(MessageState.DELIVERED)
+_U64 = struct.Struct(">Q")  # keys.u64 / read_u64 without the call around them
+_PACK, _READ = _U64.pack, _U64.unpack_from
+_INDEX = INDEX.pack
+_STAMP_AT, _STAMP_END = DELIVERED_AT_SLICE.start, DELIVERED_AT_SLICE.stop
 
 
 def timer_key(due_ms: int, topic: str, msg_id: str) -> bytes:
@@ -51,50 +57,55 @@ def fire_run(span: Span, start: int, stop: int) -> None:
 
     This is the storm path (millions due at once), so it works on the encoded bytes: the
     topic and msg_id are cut from the key, the record gets its delivered_at stamped in
-    place, the index entry is packed afresh; nothing is decoded into objects.
+    place, the index entry is packed afresh; nothing is decoded into objects, and the
+    writes are staged a run at a time (bench figure 4: a call per key was a third of it).
     """
     entries = span.entries
     run = entries if stop - start == len(entries) else entries[start:stop]
     txn = span.txn
-    # The index key of a message timer is the key minus its 8-byte due prefix.
-    index_raw = iter(txn.get_many(CF.MESSAGES, [k[8:] for k, _ in run])) if span.recheck else None
+    if span.recheck:
+        # The index key of a message timer is the key minus its 8-byte due prefix.
+        # Cancelled (the tombstone wins) or rescheduled (the key's due is not the index's
+        # any more: the new key delivers it) after the scan: skipped.
+        index_raw = txn.get_many(CF.MESSAGES, [k[8:] for k, _ in run])
+        run = [
+            entry
+            for entry, raw in zip(run, index_raw, strict=True)
+            if raw is not None and raw[0] == _SCHEDULED and raw[1:9] == entry[0][:8]
+        ]
+        if not run:
+            return
     now = txn.now_ms
+    stamp = _PACK(now)
     lateness = txn.lateness_ms
-    per_lane: dict[bytes, int] = {}  # messages moved into each topic log
-    last_lane = b""
-    moved = in_lane = 0
-    skipped: set[bytes] = set()
-    for key, value in run:
-        if index_raw is not None:
-            raw = next(index_raw)
-            # Cancelled (the tombstone wins) or rescheduled (the key's due is not the
-            # index's any more: the new key delivers it) after the scan.
-            if raw is None or raw[0] != _SCHEDULED or raw[1:9] != key[:8]:
-                skipped.add(key)
-                continue
-        lane = key[8 : key.index(0, 8) + 1]  # topic ‖ 0x00
-        if lane != last_lane:
-            if in_lane:
-                per_lane[last_lane] = per_lane.get(last_lane, 0) + in_lane
-            last_lane, in_lane = lane, 0
-        due = keys.read_u64(key)
-        stamped = stamp_delivered(value, now)
-        seq = lanes.append(txn, lane, stamped)
-        if value[_FLAGS] & _TAGGED:
-            tagfilter.index(txn, lane[:-1].decode(), stamped, seq)
-        created = keys.read_u64(value, CREATED_AT_OFFSET)
-        txn.put(CF.MESSAGES, key[8:], INDEX.pack(_DELIVERED, due, created, now, seq))
-        since = due if due > created else created  # as messages.deliver: max(due, arrival)
-        lateness.append(now - since if now > since else 0)
-        in_lane += 1
-        moved += 1
-    if in_lane:
-        per_lane[last_lane] = per_lane.get(last_lane, 0) + in_lane
-    for lane, n in per_lane.items():  # one counter update per topic, not per message
+    logs: list[tuple[bytes, bytes]] = []
+    index: list[tuple[bytes, bytes]] = []
+    for lane, group in groupby(run, _lane):  # keys of one due time sort by topic
+        lane_run = list(group)
+        n = len(lane_run)
+        seq = txn.claim_seq(lane, n)
         topic = lane[:-1].decode()
+        for key, value in lane_run:
+            due = _READ(key)[0]
+            created = _READ(value, CREATED_AT_OFFSET)[0]
+            stamped = value[:_STAMP_AT] + stamp + value[_STAMP_END:]
+            logs.append((lane + _PACK(seq), stamped))
+            index.append((key[8:], _INDEX(_DELIVERED, due, created, now, seq)))
+            if value[_FLAGS] & _TAGGED:
+                tagfilter.index(txn, topic, stamped, seq)
+            since = due if due > created else created  # as messages.deliver: max(due, arrival)
+            lateness.append(now - since if now > since else 0)
+            seq += 1
         txn.woken_topics.add(topic)
         txn.count_topic(topic, scheduled=-n, delivered=n)  # pending falls with scheduled
-    if moved:  # one event per delivered message, without a Python loop (storage/events.py)
-        delivered = run if not skipped else [e for e in run if e[0] not in skipped]
-        events.emit_many(txn, EventKind.DELIVERED, list(map(_VALUE, delivered)))
-    span.moved += moved
+    txn.put_many(CF.LOGS, logs)
+    txn.put_many(CF.MESSAGES, index)
+    # One event per delivered message, without a Python loop (storage/events.py).
+    events.emit_many(txn, EventKind.DELIVERED, list(map(_VALUE, run)))
+    span.moved += len(run)
+
+
+def _lane(entry: tuple[bytes, bytes]) -> bytes:
+    """A message timer's topic log: ``topic ‖ 0x00``, cut from its key."""
+    key = entry[0]
+    return key[8 : key.index(0, 8) + 1]

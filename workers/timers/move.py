@@ -4,6 +4,7 @@ remove the span, in one batch (invariant 2)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 
 from storage import keys
 from storage.store import CF
@@ -15,6 +16,8 @@ from workers.txn import Txn
 # walks every range tombstone in the memtable whenever it builds an iterator: at a steady
 # few thousand timers/s, one per small move made each scan cost milliseconds (bench).
 RANGE_DELETE_MIN = 512
+_KEY, _TARGET_BYTE = itemgetter(0), itemgetter(8)  # a timer key's first byte after the due
+_PERCENT = PERCENT.to_bytes(1, "big")
 
 # Internal timers by target prefix; every other target is a topic: a scheduled message.
 KINDS: dict[bytes, FireRun] = {
@@ -68,7 +71,7 @@ def _runs(entries: Sequence[tuple[bytes, bytes]]) -> list[tuple[FireRun, int]]:
     """The span cut into runs of timers of one kind: (its fire action, where it ends)."""
     runs: list[tuple[FireRun, int]] = []
     start = 0
-    for i in [i for i, (k, _) in enumerate(entries) if k[8] == PERCENT and internal(k)]:
+    for i in _internal_at(entries):
         if start < i:  # the messages before this internal timer
             runs.append((message.fire_run, i))
         fire_run = kind_of(entries[i][0])
@@ -80,3 +83,16 @@ def _runs(entries: Sequence[tuple[bytes, bytes]]) -> list[tuple[FireRun, int]]:
     if start < len(entries):
         runs.append((message.fire_run, len(entries)))
     return runs
+
+
+def _internal_at(entries: Sequence[tuple[bytes, bytes]]) -> list[int]:
+    """Where the internal timers are: the keys' first target bytes are gathered and searched
+    for ``%`` in C (a Python loop over a storm's keys was 5 % of its move)."""
+    firsts = bytes(map(_TARGET_BYTE, map(_KEY, entries)))
+    at = []
+    i = firsts.find(_PERCENT)
+    while i != -1:
+        if internal(entries[i][0]):
+            at.append(i)
+        i = firsts.find(_PERCENT, i + 1)
+    return at
