@@ -161,9 +161,10 @@ async def drive(service_port: int, pid: int, receiver_port: int, seconds: float,
     receiver = Client(process.HOST, receiver_port)
     hook = f"http://{process.HOST}:{receiver_port}/hook"
     try:
-        late, to_log, expected = await measure_lateness(
-            service, receiver, hook, service_port, seconds
-        )
+        with process.Profile(pid, "push-lateness"):
+            late, to_log, expected = await measure_lateness(
+                service, receiver, hook, service_port, seconds
+            )
         pushed, cpu = await measure_rate(service, hook, service_port, pid, n)
         await receiver.call("POST", "/reset")
         direct = await measure_direct(receiver_port, n)
