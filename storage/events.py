@@ -23,8 +23,6 @@ import enum
 import struct
 import sys
 from array import array
-from collections.abc import Callable
-from operator import itemgetter
 from typing import Final
 
 from storage.records import TAG_FLAG
@@ -88,12 +86,13 @@ class Staged:
         self.add(kind, record)
 
     def add_many(self, kind: int, values: list[bytes]) -> None:
-        """One event per encoded record (a storm's moved timers), without a Python loop:
-        whole values when they are small on average (no copy each), else heads only."""
-        n = len(values)
-        big = sum(map(len, values)) > n * HEAD_MAX
-        self.heads.extend(map(_CUT, values) if big else values)
-        self.kinds.extend(bytes((kind,)) * n)
+        """One event per encoded record (a storm's moved timers): each record's head only,
+        up to its tag. Whole 190-byte values (body included) wrote twice the bytes the
+        event needs into every storm's batches (in process: the commit +0.4 µs a timer)."""
+        # ID_AT + msg_id + topic + tag (two bytes at N_TAG_AT), as literals: a call or a
+        # global per value was a fifth of the move's staging
+        self.heads.extend([v[: 33 + v[25] + v[26] + (v[27] << 8 | v[28])] for v in values])
+        self.kinds.extend(bytes((kind,)) * len(values))
 
     def mark(self) -> tuple[int, int]:
         return len(self.heads), len(self.extras)
@@ -138,9 +137,6 @@ def _extras(
     groups = b"".join(group for _, _, group, _ in extras)
     topics = b"".join(topic for _, _, _, topic in extras)
     return attempts.tobytes(), bytes(glens), bytes(tlens), groups, topics
-
-
-_CUT: Callable[[bytes], bytes] = itemgetter(slice(0, HEAD_MAX))
 
 
 def _little(code: str, values: object) -> bytes:

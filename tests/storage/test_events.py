@@ -80,6 +80,16 @@ def test_staged_events_come_back_in_order(batches: list[list[Item]], first: int)
     assert decode(entries).to_pylist() == expected
 
 
+@pytest.mark.parametrize("tag", [None, "t", "x" * 300])
+def test_a_storm_stages_each_record_up_to_its_tag(tag: str | None) -> None:
+    rec = MessageRecord("topic", "m1", 5, 1, b"b" * 128, tag=tag, properties={"k": "v"})
+    value = encode_message(rec)
+    staged = Staged()
+    staged.add_many(EventKind.DELIVERED, [value, value])
+    tag_bytes = len(tag.encode()) if tag else 0
+    assert staged.heads == [value[: 33 + len("m1") + len("topic") + tag_bytes]] * 2
+
+
 def test_an_undone_event_leaves_nothing_behind() -> None:
     staged = Staged()
     record = encode_message(MessageRecord("t", "m", 1, 1, b""))
