@@ -158,11 +158,16 @@ def encode_inflight(r: Inflight) -> bytes:
     return _INFLIGHT.pack(r.state, r.attempts, r.generation, r.deadline_ms, r.last_failure_ms)
 
 
+_GROUP_STATES = {state.value: state for state in GroupState}
+
+
 def decode_inflight(data: bytes) -> Inflight:
     try:
         state, attempts, gen, deadline, failure = _INFLIGHT.unpack(data)
-        return Inflight(GroupState(state), attempts, gen, deadline, failure)
-    except (struct.error, ValueError) as exc:
+        # A dict for the Enum call and tuple.__new__ for the NamedTuple's own __new__: half
+        # the cost (every ack decodes one; bench figure 5)
+        return tuple.__new__(Inflight, (_GROUP_STATES[state], attempts, gen, deadline, failure))
+    except (struct.error, KeyError) as exc:
         raise CorruptRecordError(f"undecodable in-flight record: {exc}") from exc
 
 
