@@ -204,10 +204,12 @@ UNKNOWN = "unknown"
 
 def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
     """Per receipt: ``acked`` (also when acked before), ``expired`` or ``unknown``."""
+    decoded = _decoded(txn, topic, group, receipts)
+    holds = _holds(txn, topic, group, decoded)
     out: list[str] = []
     acked: list[tuple[int, int]] = []  # (seq, attempt) of each message acked now
-    for receipt in receipts:
-        found = _held(txn, topic, group, receipt)
+    for receipt in decoded:
+        found = _check(txn, topic, group, receipt, holds)
         if isinstance(found, str):
             out.append(found)
             continue
@@ -230,14 +232,14 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
     ``delay_ms``), or goes to the dead-letter queue after ``max_attempts``. Per receipt:
     ``nacked``, ``expired`` or ``unknown``."""
     settings = group_settings(txn, topic, group)
-    secret = _secret(txn)
-    decoded = [decode_receipt(secret, receipt, topic, group) for receipt in receipts]
+    decoded = _decoded(txn, topic, group, receipts)
+    holds = _holds(txn, topic, group, decoded)
     # Each nacked event's record, read with one multi-get up front (a nack changes no log
     # entry): a point read per message was a sixth of an ack's cost (bench figure 5).
     logged = _logged(txn, topic, [d.seq for d in decoded if d is not None])
     out: list[str] = []
     for receipt in decoded:
-        found = _check(txn, topic, group, receipt)
+        found = _check(txn, topic, group, receipt, holds)
         if isinstance(found, str):
             out.append(EXPIRED if found == ACKED else found)
             continue
@@ -276,11 +278,38 @@ def _held(txn: Txn, topic: str, group: str, receipt: str) -> tuple[int, Inflight
     return _check(txn, topic, group, decode_receipt(_secret(txn), receipt, topic, group))
 
 
-def _check(txn: Txn, topic: str, group: str, decoded: Receipt | None) -> tuple[int, Inflight] | str:
-    """``_held`` for a receipt already decoded (None: not one of this topic and group)."""
+def _decoded(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[Receipt | None]:
+    secret = _secret(txn)
+    return [decode_receipt(secret, receipt, topic, group) for receipt in receipts]
+
+
+def _holds(
+    txn: Txn, topic: str, group: str, decoded: list[Receipt | None]
+) -> dict[int, bytes | None]:
+    """The in-flight records of these receipts, read with one multi-get before an op
+    changes any (a point read each was ~1 µs of an ack's ~20; bench figure 5)."""
+    seqs = [d.seq for d in decoded if d is not None]
+    keys_ = [keys.inflight_key(topic, group, seq) for seq in seqs]
+    return dict(zip(seqs, txn.get_many(CF.INFLIGHT, keys_), strict=True))
+
+
+def _check(
+    txn: Txn,
+    topic: str,
+    group: str,
+    decoded: Receipt | None,
+    holds: dict[int, bytes | None] | None = None,
+) -> tuple[int, Inflight] | str:
+    """``_held`` for a receipt already decoded (None: not one of this topic and group).
+    ``holds``: records read by ``_holds`` before the op changed any; each is used once, so
+    a receipt given twice in one op reads what the first one wrote."""
     if decoded is None:
         return UNKNOWN
-    raw = txn.get(CF.INFLIGHT, keys.inflight_key(topic, group, decoded.seq))
+    raw: bytes | None
+    if holds is not None and decoded.seq in holds:
+        raw = holds.pop(decoded.seq)
+    else:
+        raw = txn.get(CF.INFLIGHT, keys.inflight_key(topic, group, decoded.seq))
     if raw is None:
         return UNKNOWN
     held = decode_inflight(raw)

@@ -53,6 +53,18 @@ def test_receive_then_ack(engine: Engine) -> None:
     assert timer_keys(engine.store) == []  # the ack deleted the invisibility timer
 
 
+def test_a_receipt_given_twice_in_one_op_counts_once(engine: Engine) -> None:
+    """Ack and nack read their in-flight records up front (one multi-get); the second copy
+    of a receipt still sees what the first one did."""
+    for msg_id in ("a", "n"):
+        deliver_now(engine, "t", msg_id)
+    got = {r.record.msg_id: r.receipt for r in receive(engine)}
+    assert ack(engine, [got["a"], got["a"]]) == [ACKED, ACKED]
+    assert run(engine.nack("t", "g", [got["n"], got["n"]], 60_000)) == ["nacked", EXPIRED]
+    (summary,), _ = engine.groups("t", None, 10)
+    assert (summary.inflight, summary.retrying) == (0, 1)  # each counted once
+
+
 def test_unknown_receipts(engine: Engine) -> None:
     deliver_now(engine, "t", "m")
     receipt = receive(engine)[0].receipt
