@@ -164,6 +164,14 @@ class EngineCollector(Collector):
             "Sends answered 429 because deliveries lagged",
             e.lag.refused,
         )
+        memory = GaugeMetricFamily(
+            "rocktimer_rocksdb_memory_bytes",
+            "Memory RocksDB holds, by kind (memtables, block_cache, table_readers)",
+            labels=["kind"],
+        )
+        for kind, size in e.store.memory().items():
+            memory.add_metric([kind], size)
+        yield memory
         yield from _group_gauges(e)
         yield CounterMetricFamily(
             "rocktimer_delivered_timers", "Timers moved into topic logs", e.deliverer.moved

@@ -37,6 +37,11 @@ MAX_LOG_FILE_BYTES = 4 * 1024 * 1024  # RocksDB's info LOG rolls at this size; b
 KEEP_LOG_FILES = 3  # grows for as long as the process runs, and every open keeps one more
 
 
+MEMTABLES = "rocksdb.size-all-mem-tables"
+BLOCK_CACHE = "rocksdb.block-cache-usage"
+TABLE_READERS = "rocksdb.estimate-table-readers-mem"
+
+
 class CF:
     """Column family names (see architecture.md, Storage).
 
@@ -324,6 +329,17 @@ class RocksStore:
     def property_int(self, cf: str, name: str) -> int:
         value = self._cfs[cf].property_int_value(name)
         return int(value or 0)
+
+    def memory(self) -> dict[str, int]:
+        """Bytes RocksDB holds in memory, by kind: memtables (live and flushed-but-pinned),
+        the shared block cache, and SST index/filter blocks outside it; none once closed."""
+        if self._closed:
+            return {}
+        return {
+            "memtables": sum(self.property_int(cf, MEMTABLES) for cf in CF.ALL),
+            "block_cache": self.property_int(CF.META, BLOCK_CACHE),  # one cache, every CF
+            "table_readers": sum(self.property_int(cf, TABLE_READERS) for cf in CF.ALL),
+        }
 
     def close(self) -> None:
         if self._closed:

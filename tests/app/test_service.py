@@ -180,6 +180,9 @@ def test_metrics_answer_an_operators_questions(live: Callable[..., Any]) -> None
     assert sample(text, duration, route=put, method="PUT") == 1
     assert sample(text, "rocktimer_wal_fsync_seconds_count") >= 1
     assert sample(text, "rocktimer_writer_batch_ops_count") >= 7
+    assert sample(text, "rocktimer_rocksdb_memory_bytes", kind="memtables") > 0  # the writes
+    assert sample(text, "rocktimer_rocksdb_memory_bytes", kind="block_cache") >= 0
+    assert sample(text, "rocktimer_rocksdb_memory_bytes", kind="table_readers") >= 0
 
 
 def test_openapi_has_stable_operation_ids_and_named_schemas(live: Callable[..., Any]) -> None:

@@ -160,6 +160,18 @@ def test_every_column_family_shares_one_bounded_block_cache(store: RocksStore) -
     assert usage == [usage[0]] * len(CF.ALL)  # one cache: every CF sees the logs' blocks
 
 
+def test_memory_is_reported_by_kind_and_the_cache_fills_from_reads(path: str) -> None:
+    store = RocksStore(path)
+    empty = store.memory()
+    store.write([Put(CF.LOGS, k(i), b"x" * 100) for i in range(2000)], sync=True)
+    assert store.memory()["memtables"] > empty["memtables"]
+    store.compact(CF.LOGS, None, None)  # out of the memtable, into an SST read through the cache
+    assert len(all_keys(store, CF.LOGS)) == 2000
+    assert store.memory()["block_cache"] > empty["block_cache"]
+    store.close()
+    assert store.memory() == {}  # a scrape during shutdown finds nothing, not an error
+
+
 def test_the_info_log_rolls_and_old_ones_are_capped(path: str) -> None:
     RocksStore(path).close()
     options = max(Path(path).glob("OPTIONS-*"), key=lambda p: p.stat().st_mtime).read_text()
