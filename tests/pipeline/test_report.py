@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline import charts, report
-from tests.pipeline.conftest import clean_log, last_json, write_events
+from tests.pipeline.conftest import Events, clean_log, last_json, write_events
 
 
 def _by(table: Any, *keys: str) -> dict[Any, dict[str, Any]]:
@@ -65,6 +65,26 @@ def test_report_figures_equal_the_hand_computed_case(
     page = (out / "report.html").read_text()
     assert all(f'src="{name}"' in page for name, _ in charts.CHARTS)
     assert "<td>a</td>" in page
+
+
+@pytest.mark.slow
+def test_ack_times_count_each_groups_first_ack_of_a_delivered_message(
+    spark: Any, tmp_path: Path
+) -> None:
+    e = Events()
+    e.message("t", "m1", 0, 1_000).delivered("t", "m1", 1_000, 0, 1_000)
+    e.add("acked", 1_100, "t", "m1", group="g")  # g: 100
+    e.add("acked", 9_000, "t", "m1", group="g")  # a later ack of g's: not its first
+    e.add("acked", 1_400, "t", "m1", group="h")  # h: 400
+    e.message("t", "m2", 0, 2_000).delivered("t", "m2", 2_000, 0, 2_000)
+    e.add("acked", 2_700, "t", "m2", group="g")  # g: 700
+    e.add("acked", 5_000, "t", "gone", group="g")  # its delivery is not in the log: no wait
+    events = write_events(tmp_path / "events", e.rows)
+
+    built = report.build(spark, str(events), None, None)
+
+    (t,) = built["tables"]["by_topic"].to_pylist()
+    assert (t["acked"], t["ack_p50_ms"], t["ack_p95_ms"], t["ack_max_ms"]) == (5, 400, 700, 700)
 
 
 @pytest.mark.slow
