@@ -127,7 +127,7 @@ def rows(m: dict[str, Any]) -> list[report.Row]:
             f">= {TARGET_ROWS_S:,} rows/s",
             rate >= TARGET_ROWS_S,
             f"loaded {load['loaded']:,}, already {load['already_present']:,}, rejected "
-            f"{load['rejected']:,}; {load['wall_s']:.0f} s; server {m['server_cpu']}",
+            f"{load['rejected']:,}; {load['wall_s']:.0f} s; {m['server_cpu']}",
         ),
         report.Row(
             "16",
