@@ -332,14 +332,21 @@ class RocksStore:
 
     def memory(self) -> dict[str, int]:
         """Bytes RocksDB holds in memory, by kind: memtables (live and flushed-but-pinned),
-        the shared block cache, and SST index/filter blocks outside it; none once closed."""
-        if self._closed:
+        the shared block cache, and SST index/filter blocks outside it; none while the
+        store is closed or being reopened (a scrape then must not fail)."""
+        cfs = self._cfs  # a reopen swaps in an empty dict, then the new handles
+
+        def total(name: str, of: tuple[str, ...] = CF.ALL) -> int:
+            return sum(int(cfs[cf].property_int_value(name) or 0) for cf in of)
+
+        try:
+            return {
+                "memtables": total(MEMTABLES),
+                "block_cache": total(BLOCK_CACHE, (CF.META,)),  # one cache for every CF
+                "table_readers": total(TABLE_READERS),
+            }
+        except KeyError:
             return {}
-        return {
-            "memtables": sum(self.property_int(cf, MEMTABLES) for cf in CF.ALL),
-            "block_cache": self.property_int(CF.META, BLOCK_CACHE),  # one cache, every CF
-            "table_readers": sum(self.property_int(cf, TABLE_READERS) for cf in CF.ALL),
-        }
 
     def close(self) -> None:
         if self._closed:

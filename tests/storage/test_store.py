@@ -168,8 +168,12 @@ def test_memory_is_reported_by_kind_and_the_cache_fills_from_reads(path: str) ->
     store.compact(CF.LOGS, None, None)  # out of the memtable, into an SST read through the cache
     assert len(all_keys(store, CF.LOGS)) == 2000
     assert store.memory()["block_cache"] > empty["block_cache"]
+    store.reopen()
+    assert store.memory()["memtables"] >= 0  # the new handles
+    store._cfs = {}  # as mid-reopen: a scrape then finds nothing, and no error
+    assert store.memory() == {}
     store.close()
-    assert store.memory() == {}  # a scrape during shutdown finds nothing, not an error
+    assert store.memory() == {}
 
 
 def test_the_info_log_rolls_and_old_ones_are_capped(path: str) -> None:
