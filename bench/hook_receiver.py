@@ -3,8 +3,10 @@ httptools, no framework), so what the figure measures is the service's push.
 
 ``POST /hook`` answers 200 at once and, for a message's first attempt, notes the
 lateness ``now − deliver_at_ms`` (its wall clock, ms) and the service's own
-``delivered_at_ms − deliver_at_ms``. ``GET /stats`` returns the count and those lists;
-``POST /reset`` clears them.
+``delivered_at_ms − deliver_at_ms``. ``GET /count`` returns the count alone (what a
+waiting bench polls: serializing 100k lateness values every poll blocked this loop and
+delayed the very arrivals it stamps), ``GET /stats`` the count and those lists (read once,
+at the end); ``POST /reset`` clears them.
 
     python -m bench.hook_receiver --port 8091
 """
@@ -40,6 +42,9 @@ class Ledger:
         if item.get("attempt") == 1 and "deliver_at_ms" in item:
             self.lateness_ms.append(now_ns / 1e6 - item["deliver_at_ms"])
             self.to_log_ms.append(item["delivered_at_ms"] - item["deliver_at_ms"])
+
+    def count_only(self) -> bytes:
+        return orjson.dumps({"count": self.count})
 
     def stats(self) -> bytes:
         return orjson.dumps(
@@ -80,8 +85,8 @@ class Receiver(asyncio.Protocol):
         assert self.transport is not None
         url, body = self.url, b"".join(self.body)
         self.url, self.body = b"", []
-        if url == b"/stats":
-            reply = self.ledger.stats()
+        if url in (b"/stats", b"/count"):
+            reply = self.ledger.stats() if url == b"/stats" else self.ledger.count_only()
             head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d"
             self.transport.write(head % len(reply) + b"\r\n\r\n" + reply)
             return
