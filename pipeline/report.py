@@ -13,32 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import charts, cli
-from pipeline.events import KINDS, MINUTE_MS, read_events, time_range
+from pipeline.events import COLUMNS, KINDS, MINUTE_MS, read_events, time_range
 
-USED = (  # the columns the tables read
-    "event_time_ms",
-    "kind",
-    "topic",
-    "msg_id",
-    "group",
-    "attempt",
-    "deliver_at_ms",
-    "created_at_ms",
-)
+# The columns the tables read: every event column but these two.
+USED = tuple(column for column in COLUMNS if column not in ("seq", "tag"))
 PERCENTILE_ACCURACY = 10_000  # percentile_approx: rank error 1/10 000, exact below that
-COUNTED = (
-    "scheduled",
-    "rescheduled",
-    "cancelled",
-    "delivered",
-    "received",
-    "acked",
-    "nacked",
-    "expired",
-    "dead",
-    "redriven",
-    "filtered",
-)
+COUNTED = KINDS  # a count of each kind of event, in the event schema's order
 
 
 def _figures(F: Any, ev: Any, keys: list[str]) -> Any:
