@@ -11,6 +11,9 @@ One server, three timed phases, each from ``CONSUMERS`` keep-alive connections:
 - nack: the same on another topic whose group has the retry policy ``fixed`` 1 h (set with
   ``PUT /v1/topics/{t}/groups/{g}``), so nacked messages do not come back during the run;
   each receive of 100 is followed by one ``nack`` of the 100 receipts.
+- send 1000 and consume 1000 (issue 14's consumer figure): the same send and consume with
+  1000 messages a request, receipts an ack. Beside msg/s, the server's CPU per message:
+  receive + ack against a durable batch send of the same size (target: within 2x).
 
 Every message must be settled exactly once (status "acked"/"nacked") and none received
 twice. The ratio column is each consumer phase against the send phase: a nack writes a
@@ -37,6 +40,7 @@ from bench.client import Connection, HttpError, build_request, run
 
 CONSUMERS = 4  # concurrent consumers on one group (and send connections for the reference)
 PER_CALL = 100  # messages per receive, receipts per ack/nack, messages per batch send
+BIG_CALL = 1_000  # the same, api.md's maximum: the consumer path's per-message cost
 INVISIBLE_MS = 600_000  # 10 min: nothing becomes visible again during the run
 SEND_DELAY_MS = 3_600_000  # the reference sends are 1 h timers, as the nack's retry timer
 RETRY_INTERVAL_MS = 3_600_000  # the nack group's fixed retry interval
@@ -46,9 +50,13 @@ PRELOAD_RATE_FLOOR = 5_000  # msg/s: bounds the untimed preload
 CONSUME_TOPIC = "consume"
 NACK_TOPIC = "nack"
 SEND_TOPIC = "send100"
+BIG_CONSUME_TOPIC = "consume1000"
+BIG_SEND_TOPIC = "send1000"
 GROUP = "bench"
 BODY = "m" * 100
 TARGET_MSG_S = 30_000
+TARGET_BIG_MSG_S = 100_000  # receive 1000 + ack 1000, 4 consumers
+TARGET_CPU_RATIO = 2.0  # server CPU a message: receive + ack within 2x a batch send
 
 
 @dataclass(slots=True)
@@ -62,6 +70,12 @@ class Phase:
     duplicates: int = 0
     seconds: float = 0.0
     cpu: str = ""
+    server_cpu_s: float = 0.0
+
+    @property
+    def cpu_us(self) -> float:
+        """The server's CPU per message settled (or stored), in µs."""
+        return self.server_cpu_s / self.done * 1e6 if self.done else 0.0
 
     @property
     def rate(self) -> float:
@@ -101,32 +115,36 @@ async def put_retry_policy(port: int, topic: str, group: str) -> None:
         conn.close()
 
 
-async def send_phase(port: int, n: int, consumers: int) -> Phase:
-    """The reference: batch sends of PER_CALL one-hour timers from ``consumers`` connections."""
-    body = loader.batch_body([{"body": BODY, "delay_ms": SEND_DELAY_MS}] * PER_CALL)
+async def send_phase(
+    port: int, n: int, consumers: int, per_call: int = PER_CALL, topic: str = SEND_TOPIC
+) -> Phase:
+    """The reference: batch sends of ``per_call`` one-hour timers from ``consumers`` connections."""
+    body = loader.batch_body([{"body": BODY, "delay_ms": SEND_DELAY_MS}] * per_call)
     stats = await loader.send_batches(
         process.HOST,
         port,
-        SEND_TOPIC,
-        itertools.repeat(body, n // PER_CALL),
+        topic,
+        itertools.repeat(body, n // per_call),
         concurrency=consumers,
         deadline_s=PHASE_TIMEOUT_S,
     )
-    phase = Phase(expected=n // PER_CALL * PER_CALL, done=stats.stored, calls=stats.requests)
+    phase = Phase(expected=n // per_call * per_call, done=stats.stored, calls=stats.requests)
     phase.statuses.update({str(status): count for status, count in stats.failed.items()})
     phase.seconds = stats.seconds
     return phase
 
 
-async def settle_phase(port: int, topic: str, n: int, consumers: int, verb: str) -> Phase:
-    """``consumers`` loops of receive PER_CALL + ``verb`` (ack or nack) them, until empty."""
+async def settle_phase(
+    port: int, topic: str, n: int, consumers: int, verb: str, per_call: int = PER_CALL
+) -> Phase:
+    """``consumers`` loops of receive ``per_call`` + ``verb`` (ack or nack) them, until empty."""
     authority = f"{process.HOST}:{port}"
     base = f"/v1/topics/{topic}/groups/{GROUP}"
     receive = build_request(
         "POST",
         authority,
         f"{base}/receive",
-        json={"max_messages": PER_CALL, "wait_ms": 0, "invisible_ms": INVISIBLE_MS},
+        json={"max_messages": per_call, "wait_ms": 0, "invisible_ms": INVISIBLE_MS},
     )
     phase = Phase(expected=n)
     seen: set[str] = set()
@@ -135,7 +153,7 @@ async def settle_phase(port: int, topic: str, n: int, consumers: int, verb: str)
     async def consumer() -> None:
         conn = await Connection.open(process.HOST, port)
         try:
-            for _ in range(n // PER_CALL + 2):  # bounded: more than enough receives
+            for _ in range(n // per_call + 2):  # bounded: more than enough receives
                 if time.monotonic() >= deadline:
                     return
                 r = await conn.request(receive, HTTP_TIMEOUT_S)
@@ -175,26 +193,38 @@ class ConsumeRun:
     send: Phase
     consume: Phase
     nack: Phase
+    big_send: Phase
+    big_consume: Phase
     consumers: int
 
 
 async def drive(port: int, pid: int, *, consume_n: int, nack_n: int, consumers: int) -> ConsumeRun:
     await preload(port, CONSUME_TOPIC, consume_n)
     await preload(port, NACK_TOPIC, nack_n)
+    await preload(port, BIG_CONSUME_TOPIC, consume_n)
     await put_retry_policy(port, NACK_TOPIC, GROUP)
     phases: list[Phase] = []
     plan: tuple[tuple[str, Callable[[], Awaitable[Phase]]], ...] = (
         ("send", lambda: send_phase(port, nack_n, consumers)),
         ("consume", lambda: settle_phase(port, CONSUME_TOPIC, consume_n, consumers, "ack")),
         ("nack", lambda: settle_phase(port, NACK_TOPIC, nack_n, consumers, "nack")),
+        (
+            "send1000",
+            lambda: send_phase(port, consume_n, consumers, BIG_CALL, BIG_SEND_TOPIC),
+        ),
+        (
+            "consume1000",
+            lambda: settle_phase(port, BIG_CONSUME_TOPIC, consume_n, consumers, "ack", BIG_CALL),
+        ),
     )
     for name, phase_of in plan:
         with process.CpuMeter(pid) as cpu, process.Profile(pid, f"consume-{name}"):
             phase = await phase_of()
         phase.cpu = cpu.describe()
+        phase.server_cpu_s = cpu.server_s
         phases.append(phase)
-    send, consume, nack = phases
-    return ConsumeRun(send, consume, nack, consumers)
+    send, consume, nack, big_send, big_consume = phases
+    return ConsumeRun(send, consume, nack, big_send, big_consume, consumers)
 
 
 def measure(*, consume_n: int, nack_n: int, consumers: int = CONSUMERS) -> ConsumeRun:
@@ -218,6 +248,7 @@ def _statuses(phase: Phase) -> str:
 
 def rows(run_: ConsumeRun) -> list[report.Row]:
     send, consume, nack, k = run_.send, run_.consume, run_.nack, run_.consumers
+    big_send, big_consume = run_.big_send, run_.big_consume
     reference = f"batch send {PER_CALL}/request (1 h timers) {send.rate:,.0f} msg/s"
     if not send.clean:
         reference += f" ({_statuses(send)})"
@@ -244,7 +275,36 @@ def rows(run_: ConsumeRun) -> list[report.Row]:
             f"{_statuses(nack)} in {nack.seconds:.1f} s; a nack costs "
             f"{send.rate / nack.rate if nack.rate else 0:.1f}x a send; {nack.cpu}",
         ),
+        big_row(run_),
+        report.Row(
+            "5",
+            f"server CPU a message: receive {BIG_CALL} + ack {BIG_CALL}",
+            f"{big_consume.cpu_us:.1f} µs",
+            f"batch send {BIG_CALL}/request {big_send.cpu_us:.1f} µs",
+            report.ratio(big_consume.cpu_us, big_send.cpu_us),
+            f"<= {TARGET_CPU_RATIO:.0f}x",
+            big_consume.cpu_us <= TARGET_CPU_RATIO * big_send.cpu_us and big_consume.clean,
+            f"server CPU {big_consume.server_cpu_s:.2f} s for {big_consume.done:,} messages; "
+            f"send {big_send.server_cpu_s:.2f} s for {big_send.done:,}",
+        ),
     ]
+
+
+def big_row(run_: ConsumeRun) -> report.Row:
+    """Issue 14's consumer figure: receive 1000 + ack 1000 from ``consumers`` loops."""
+    big, send = run_.big_consume, run_.big_send
+    reference = f"batch send {BIG_CALL}/request (1 h timers) {send.rate:,.0f} msg/s"
+    return report.Row(
+        "5",
+        f"consume: receive {BIG_CALL} + ack {BIG_CALL}, {run_.consumers} consumers, one group",
+        f"{big.rate:,.0f} msg/s",
+        reference,
+        report.ratio(big.rate, send.rate),
+        f">= {TARGET_BIG_MSG_S:,} msg/s",
+        big.rate >= TARGET_BIG_MSG_S and big.clean,
+        f"{_statuses(big)} in {big.seconds:.1f} s; {big.calls:,} calls; {big.cpu} "
+        f"(send: {send.cpu})",
+    )
 
 
 def run_figure(*, consume_n: int, nack_n: int, consumers: int = CONSUMERS) -> list[report.Row]:

@@ -23,6 +23,7 @@ import enum
 import struct
 import sys
 from array import array
+from collections.abc import Sequence
 from typing import Final
 
 from storage.records import TAG_FLAG
@@ -84,6 +85,20 @@ class Staged:
         """A group event (attempt 0 = none), or one naming a topic not the record's."""
         self.extras.append((len(self.heads), attempt, group, topic))
         self.add(kind, record)
+
+    def add_group_many(
+        self,
+        kind: int,
+        records: Sequence[bytes],
+        attempts: Sequence[int],
+        group: bytes,
+        topic: bytes,
+    ) -> None:
+        """``add_group`` of each record with its attempt (a receive's or an ack's lot)."""
+        at = len(self.heads)
+        self.extras.extend([(at + i, attempt, group, topic) for i, attempt in enumerate(attempts)])
+        self.heads.extend([r if len(r) <= HEAD_MAX else r[:HEAD_MAX] for r in records])
+        self.kinds.extend(bytes((kind,)) * len(records))
 
     def add_many(self, kind: int, values: list[bytes]) -> None:
         """One event per encoded record (a storm's moved timers): each record's head only,

@@ -109,6 +109,11 @@ def inflight_key(topic: str, group: str, seq: int) -> bytes:
     return topic.encode() + SEP + group.encode() + SEP + _U64.pack(seq)
 
 
+def inflight_prefix(topic: str, group: str) -> bytes:
+    """What every in-flight key of one topic and group starts with (then ``u64(seq)``)."""
+    return topic.encode() + SEP + group.encode() + SEP
+
+
 # --- meta: small named records --------------------------------------------------------
 
 

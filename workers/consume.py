@@ -35,13 +35,20 @@ from storage.records import (
     decode_message,
     encode_dead,
     encode_inflight,
+    encode_inflight_as,
     record_is_base64,
     record_tag,
     stamp_delivered,
 )
 from storage.store import CF, RocksStore
 from workers import events, lanes, retention, tagfilter
-from workers.receipts import Receipt, decode_receipt, encode_receipt
+from workers.receipts import (
+    Receipt,
+    decode_receipt,
+    decode_receipts,
+    encode_receipt,
+    encode_receipts,
+)
 from workers.retry import GroupSettings, decode_settings, encode_settings, retry_delay_ms
 from workers.timers import invisible, retry
 from workers.timers.hold import GroupTimer
@@ -69,12 +76,20 @@ class Room:
         self.taken = 0
 
     def fits(self, record: bytes | None) -> bool:
-        size = _reply_bytes(record)
-        if self.taken and size > self.left:
-            return False
-        self.left -= size
-        self.taken += 1
-        return True
+        return self.take([record]) == 1
+
+    def take(self, records: Sequence[bytes | None]) -> int:
+        """How many of ``records``, from the first, fit in what is left (taking them)."""
+        left, taken, n = self.left, self.taken, 0
+        for record in records:
+            size = _reply_bytes(record)
+            if taken and size > left:
+                break
+            left -= size
+            taken += 1
+            n += 1
+        self.left, self.taken = left, taken
+        return n
 
 
 def _reply_bytes(record: bytes | None) -> int:
@@ -105,7 +120,11 @@ def receive(
         return txn.get(CF.LOGS, keys.log_key(topic_lane, keys.read_u64(ref)))
 
     retries = lanes.read(
-        txn, keys.retry_lane(topic, group), group, limit, lambda ref: room.fits(logged(ref))
+        txn,
+        keys.retry_lane(topic, group),
+        group,
+        limit,
+        lambda refs: room.take([logged(ref) for ref in refs]),
     )
     dead_of = topic[len(keys.DLQ_PREFIX) :] if topic.startswith(keys.DLQ_PREFIX) else None
 
@@ -124,14 +143,13 @@ def receive(
             out.append(_hold(txn, topic, group, seq, record, value, state, invisible_ms))
     wanted = tagfilter.tags(group_filter(txn, topic, group))
     if wanted is None:
-        entries = lanes.read(txn, topic_lane, group, limit - len(out), room.fits, join=True)
+        entries = lanes.read(txn, topic_lane, group, limit - len(out), room.take, join=True)
     else:
         entries = tagfilter.read(txn, topic, group, wanted, limit - len(out), room.fits)
-    for key, value in entries:
-        record = decode_message(value)
-        if not gone(record):
-            seq = keys.log_seq(key)
-            out.append(_hold(txn, topic, group, seq, record, value, None, invisible_ms))
+    fresh = [(keys.log_seq(key), value) for key, value in entries]
+    if dead_of is not None:
+        fresh = [(seq, value) for seq, value in fresh if not gone(decode_message(value))]
+    out += _hold_fresh(txn, topic, group, fresh, invisible_ms)
     if out:
         txn.count_group(topic, group, inflight=len(out))  # once per op, not per message
     return out
@@ -181,6 +199,34 @@ def _hold(
     return Received(record, attempt, encode_receipt(_secret(txn), topic, group, seq, generation))
 
 
+def _hold_fresh(
+    txn: Txn, topic: str, group: str, logged: list[tuple[int, bytes]], invisible_ms: int
+) -> list[Received]:
+    """``_hold`` of log entries (seq, encoded record) the group never held before, all at
+    once: their first holds share one in-flight record (attempt 1, generation and
+    deadline of this batch), and their keys, events and receipts are made per op, not a
+    call per message (bench figure 5: the consumer path's cost is per message)."""
+    if not logged:
+        return []
+    generation, deadline = txn.now_ms, _deadline(txn, invisible_ms)
+    held = encode_inflight(Inflight(GroupState.INFLIGHT, 1, generation, deadline))
+    slot, u64 = keys.inflight_prefix(topic, group), keys.u64
+    seqs = [seq for seq, _ in logged]
+    txn.put_many(CF.INFLIGHT, [(slot + u64(seq), held) for seq in seqs])
+    timers = invisible.timer_keys(topic, group, [(deadline, seq, generation) for seq in seqs])
+    txn.put_many(CF.TIMERS, [(key, b"") for key in timers])
+    txn.schedule_hint(deadline)
+    values = [value for _, value in logged]
+    events.emit_group_many(
+        txn, EventKind.RECEIVED, values, [1] * len(values), topic=topic, group=group
+    )
+    receipts = encode_receipts(_secret(txn), topic, group, [(seq, generation) for seq in seqs])
+    return [
+        Received(decode_message(value), 1, receipt)
+        for value, receipt in zip(values, receipts, strict=True)
+    ]
+
+
 def _put_timer(
     txn: Txn, timer_key: TimerKeyFn, topic: str, group: str, seq: int, held: Inflight
 ) -> None:
@@ -207,20 +253,24 @@ def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
     decoded = _decoded(txn, topic, group, receipts)
     holds = _holds(txn, topic, group, decoded)
     out: list[str] = []
-    acked: list[tuple[int, int]] = []  # (seq, attempt) of each message acked now
+    acked: list[tuple[int, Inflight, bytes]] = []  # seq, hold and new record of each acked now
     for receipt in decoded:
         found = _check(txn, topic, group, receipt, holds)
         if isinstance(found, str):
             out.append(found)
             continue
         seq, held = found
-        _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
-        done = held._replace(state=GroupState.ACKED)
-        txn.put(CF.INFLIGHT, keys.inflight_key(topic, group, seq), encode_inflight(done))
-        acked.append((seq, held.attempts))
+        done = encode_inflight_as(held, GroupState.ACKED)
+        holds[seq] = done  # what a second receipt for it in this op reads (staged below)
+        acked.append((seq, held, done))
         out.append(ACKED)
-    if acked:  # the counts and the events' log reads once per op, not per message
-        emit_events(txn, EventKind.ACKED, topic, group, acked)
+    if acked:  # the writes, counts and events once per op, not a call per message
+        slot, u64 = keys.inflight_prefix(topic, group), keys.u64
+        timers = [(held.deadline_ms, seq, held.generation) for seq, held, _ in acked]
+        txn.delete_many(CF.TIMERS, invisible.timer_keys(topic, group, timers))
+        txn.put_many(CF.INFLIGHT, [(slot + u64(seq), done) for seq, _, done in acked])
+        attempts = [(seq, held.attempts) for seq, held, _ in acked]
+        emit_events(txn, EventKind.ACKED, topic, group, attempts)
         txn.count_group(topic, group, inflight=-len(acked))
         txn.note("acks", len(acked))
     txn.sync = True
@@ -279,18 +329,17 @@ def _held(txn: Txn, topic: str, group: str, receipt: str) -> tuple[int, Inflight
 
 
 def _decoded(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[Receipt | None]:
-    secret = _secret(txn)
-    return [decode_receipt(secret, receipt, topic, group) for receipt in receipts]
+    return decode_receipts(_secret(txn), receipts, topic, group)
 
 
 def _holds(
     txn: Txn, topic: str, group: str, decoded: list[Receipt | None]
 ) -> dict[int, bytes | None]:
-    """The in-flight records of these receipts, read with one multi-get before an op
-    changes any (a point read each was ~1 µs of an ack's ~20; bench figure 5)."""
+    """The in-flight records of these receipts, read at once before an op changes any (a
+    point read each was ~1 µs of an ack's ~20; bench figure 5)."""
     seqs = [d.seq for d in decoded if d is not None]
-    keys_ = [keys.inflight_key(topic, group, seq) for seq in seqs]
-    return dict(zip(seqs, txn.get_many(CF.INFLIGHT, keys_), strict=True))
+    slot = keys.inflight_prefix(topic, group)
+    return dict(zip(seqs, txn.get_seqs(CF.INFLIGHT, slot, seqs), strict=True))
 
 
 def _check(
@@ -396,8 +445,9 @@ def emit_events(
     their records read with one multi-get (a read per acked message was a sixth of an
     ack's cost, bench figure 5), and not at all with the event log off."""
     logged = _logged(txn, topic, [seq for seq, _ in held])
-    for seq, attempt in held:
-        _emit_logged(txn, kind, logged, topic, group, seq, attempt)
+    found = [(logged[seq], attempt) for seq, attempt in held if seq in logged]
+    records, attempts = [r for r, _ in found], [a for _, a in found]
+    events.emit_group_many(txn, kind, records, attempts, topic=topic, group=group)
 
 
 def _emit_logged(
@@ -417,11 +467,10 @@ def _emit_logged(
 
 def _logged(txn: Txn, topic: str, seqs: Sequence[int]) -> dict[int, bytes]:
     """The log records at these seqs of ``topic`` that events need (none with the event
-    log off), read with one multi-get."""
+    log off), read at once."""
     if txn.events is None or not seqs:
         return {}
-    lane = keys.topic_lane(topic)
-    records = txn.get_many(CF.LOGS, [keys.log_key(lane, seq) for seq in seqs])
+    records = txn.get_seqs(CF.LOGS, keys.topic_lane(topic), seqs)
     return {seq: r for seq, r in zip(seqs, records, strict=True) if r is not None}
 
 

@@ -17,11 +17,13 @@ and a tag filter that skips a message for a group::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from storage.events import HEAD_MAX, EventKind
 from storage.records import MessageRecord, encode_message
 from workers.txn import Txn
 
-__all__ = ["EventKind", "emit", "emit_many", "emit_plain"]
+__all__ = ["EventKind", "emit", "emit_group_many", "emit_many", "emit_plain"]
 
 
 def emit(
@@ -52,6 +54,22 @@ def emit_many(txn: Txn, kind: EventKind, values: list[bytes]) -> None:
     staged = txn.events
     if staged is not None:
         staged.add_many(kind, values)
+
+
+def emit_group_many(
+    txn: Txn,
+    kind: EventKind,
+    records: Sequence[bytes],
+    attempts: Sequence[int],
+    *,
+    topic: str,
+    group: str,
+) -> None:
+    """``emit`` of one group event per record, with its attempt (a receive's or an ack's
+    lot: one call per op, not per message)."""
+    staged = txn.events
+    if staged is not None and records:
+        staged.add_group_many(kind, records, attempts, group.encode(), topic.encode())
 
 
 def emit_plain(

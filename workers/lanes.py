@@ -28,7 +28,7 @@ def read(
     lane: bytes,
     group: str,
     limit: int,
-    fits: Callable[[bytes], bool] | None = None,
+    take: Callable[[list[bytes]], int] | None = None,
     *,
     join: bool = False,
 ) -> list[tuple[bytes, bytes]]:
@@ -38,7 +38,8 @@ def read(
 
     Entries deleted earlier in this batch (by retention) are skipped; entries appended
     earlier in this same batch are seen by the next receive (the cursor never passes an
-    entry it did not return). ``fits(value)``: stop before the first entry it refuses.
+    entry it did not return). ``take(values)``: how many of them, from the first, to
+    return (a reply's byte budget).
     """
     if limit <= 0:
         return []
@@ -46,11 +47,10 @@ def read(
     raw = txn.get(CF.META, cursor_key)
     start = keys.read_u64(raw) if raw else 0
     entries = txn.scan(CF.LOGS, keys.log_key(lane, start), keys.prefix_end(lane), limit)
-    if fits is not None:
-        for taken, (_, value) in enumerate(entries):
-            if not fits(value):
-                entries = entries[:taken]
-                break
+    if take is not None:
+        taken = take([value for _, value in entries])
+        if taken < len(entries):
+            entries = entries[:taken]
     if entries:
         txn.put(CF.META, cursor_key, keys.u64(keys.log_seq(entries[-1][0]) + 1))
     elif raw is None and join:

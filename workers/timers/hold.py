@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from storage import keys
@@ -21,6 +22,19 @@ class GroupTimer(NamedTuple):
 def encode(prefix: str, due_ms: int, timer: GroupTimer) -> bytes:
     ident = timer.topic.encode() + keys.SEP + keys.u64(timer.seq) + keys.u64(timer.generation)
     return keys.timer_key(due_ms, prefix + timer.group, ident)
+
+
+_SEQ_GEN = struct.Struct(">QQ")
+
+
+def encode_many(
+    prefix: str, topic: str, group: str, held: Iterable[tuple[int, int, int]]
+) -> list[bytes]:
+    """``encode`` of each ``(due_ms, seq, generation)`` of one topic and group (a receive's
+    or an ack's lot): the same keys, the shared part built once."""
+    target = (prefix + group).encode() + keys.SEP + topic.encode() + keys.SEP
+    due, seq_gen = keys.u64, _SEQ_GEN.pack
+    return [due(due_ms) + target + seq_gen(seq, gen) for due_ms, seq, gen in held]
 
 
 def decode(prefix: str, key: bytes) -> GroupTimer:
