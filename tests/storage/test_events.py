@@ -32,9 +32,16 @@ records = st.builds(
 kinds = st.sampled_from(list(EventKind))
 
 
-Item = tuple[EventKind, MessageRecord, str | None, str | None, int, bool]
+# how an item is staged: one event, a span of two (add_many), or a group's lot of two
+# (add_group_many, the second with the next attempt)
+Item = tuple[EventKind, MessageRecord, str | None, str | None, int, str]
 items = st.tuples(
-    kinds, records, st.none() | names, st.none() | names, st.integers(0, 20), st.booleans()
+    kinds,
+    records,
+    st.none() | names,
+    st.none() | names,
+    st.integers(0, 20),
+    st.sampled_from(["one", "span", "lot"]),
 )
 
 
@@ -49,17 +56,18 @@ def test_staged_events_come_back_in_order(batches: list[list[Item]], first: int)
     for n, batch in enumerate(batches):
         staged = Staged()
         key = keys.event_key(first + len(expected))
-        for kind, rec, maybe_group, maybe_topic, maybe_attempt, as_span in batch:
+        for kind, rec, maybe_group, maybe_topic, maybe_attempt, how in batch:
             value = encode_message(rec)
             group, topic, attempt = (
-                (None, None, 0) if as_span else (maybe_group, maybe_topic, maybe_attempt)
+                (None, None, 0) if how == "span" else (maybe_group, maybe_topic, maybe_attempt)
             )
-            if as_span:
+            group_b, topic_b = (group or "").encode(), (topic or "").encode()
+            if how == "span":
                 staged.add_many(kind, [value, value])
+            elif how == "lot":
+                staged.add_group_many(kind, [value, value], [attempt, attempt + 1], group_b, topic_b)
             elif group or topic or attempt:
-                staged.add_group(
-                    kind, value, attempt, (group or "").encode(), (topic or "").encode()
-                )
+                staged.add_group(kind, value, attempt, group_b, topic_b)
             else:
                 staged.add(kind, value)
             row = {
@@ -75,7 +83,10 @@ def test_staged_events_come_back_in_order(batches: list[list[Item]], first: int)
                 "tag": rec.tag,
             }
             seq = first + len(expected)
-            expected.extend([{**row, "seq": seq + i} for i in range(1 + as_span)])
+            if how == "lot":
+                expected += [{**row, "seq": seq}, {**row, "seq": seq + 1, "attempt": attempt + 1}]
+            else:
+                expected.extend([{**row, "seq": seq + i} for i in range(1 + (how == "span"))])
         entries.append((key, staged.encode(77 + n)))
     assert decode(entries).to_pylist() == expected
 
