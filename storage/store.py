@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from itertools import islice
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import islice
 from typing import Final, NamedTuple
 
 from rocksdict import (

@@ -286,22 +286,49 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
     holds = _holds(txn, topic, group, decoded)
     # Each nacked event's record, read with one multi-get up front (a nack changes no log
     # entry): a point read per message was a sixth of an ack's cost (bench figure 5).
-    logged = _logged(txn, topic, [d.seq for d in decoded if d is not None])
-    out: list[str] = []
+    seqs = [d.seq for d in decoded if d is not None]
+    logged = _logged(txn, topic, seqs)
+    past = _past_retention(txn, topic, seqs)
+    now, out = txn.now_ms, []
+    # seq, hold, retry state and its record of each nacked the usual way (a retry timer)
+    waiting: list[tuple[int, Inflight, Inflight, bytes]] = []
     for receipt in decoded:
         found = _check(txn, topic, group, receipt, holds)
         if isinstance(found, str):
             out.append(EXPIRED if found == ACKED else found)
             continue
         seq, held = found
-        _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
+        out.append("nacked")
         delay = delay_ms if delay_ms is not None else retry_delay_ms(settings.retry, held.attempts)
         _emit_logged(txn, EventKind.NACKED, logged, topic, group, seq, held.attempts)
-        fail(txn, topic, group, seq, held, delay, settings)
-        txn.note("nacks")
-        out.append("nacked")
+        if seq in past or held.attempts >= settings.max_attempts or delay <= 0:
+            _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
+            fail(txn, topic, group, seq, held, delay, settings)  # gone, dead, or ready now
+            continue
+        retrying = held._replace(
+            state=GroupState.RETRYING, deadline_ms=now + delay, last_failure_ms=now
+        )
+        holds[seq] = encode_inflight(retrying)  # what a second receipt for it here reads
+        waiting.append((seq, held, retrying, holds[seq]))
+    if waiting:  # fail's usual way (a retry timer each), staged once for the lot
+        slot, u64 = keys.inflight_prefix(topic, group), keys.u64
+        ends = [(held.deadline_ms, seq, held.generation) for seq, held, _, _ in waiting]
+        txn.delete_many(CF.TIMERS, invisible.timer_keys(topic, group, ends))
+        txn.put_many(CF.INFLIGHT, [(slot + u64(seq), raw) for seq, _, _, raw in waiting])
+        backs = [(r.deadline_ms, seq, r.generation) for seq, _, r, _ in waiting]
+        txn.put_many(CF.TIMERS, [(key, b"") for key in retry.timer_keys(topic, group, backs)])
+        txn.schedule_hint(min(due for due, _, _ in backs))
+        txn.count_group(topic, group, inflight=-len(waiting), retrying=len(waiting))
+    txn.note("nacks", out.count("nacked"))
     txn.sync = True
     return out
+
+
+def _past_retention(txn: Txn, topic: str, seqs: Sequence[int]) -> set[int]:
+    """Which of these seqs of ``topic``'s log are past retention, still held by a group
+    (retention.py): a failed attempt there ends the group's hold (``fail``)."""
+    held = txn.get_seqs(CF.META, keys.held_prefix(keys.topic_lane(topic)), seqs)
+    return {seq for seq, mark in zip(seqs, held, strict=True) if mark is not None}
 
 
 def change_invisibility(txn: Txn, topic: str, group: str, receipt: str, invisible_ms: int) -> str:

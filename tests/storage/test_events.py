@@ -65,7 +65,9 @@ def test_staged_events_come_back_in_order(batches: list[list[Item]], first: int)
             if how == "span":
                 staged.add_many(kind, [value, value])
             elif how == "lot":
-                staged.add_group_many(kind, [value, value], [attempt, attempt + 1], group_b, topic_b)
+                staged.add_group_many(
+                    kind, [value, value], [attempt, attempt + 1], group_b, topic_b
+                )
             elif group or topic or attempt:
                 staged.add_group(kind, value, attempt, group_b, topic_b)
             else:

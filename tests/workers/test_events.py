@@ -133,6 +133,29 @@ def test_a_dlq_receive_names_the_dlq_topic(make_engine: EngineFactory, clock: Fa
     assert rows[-1]["msg_id"] == letter.record.msg_id == "m"
 
 
+def test_one_nack_of_a_lot_that_goes_two_ways(make_engine: EngineFactory, clock: FakeClock) -> None:
+    """A nack stages the usual retries of its lot at once and a dead letter as it comes:
+    each message's events stay in order (nacked, then dead) and each is counted once."""
+    engine = quiet_engine(make_engine)
+    settings = GroupSettings(max_attempts=2, retry=FixedPolicy(policy="fixed", interval_ms=S))
+    run(engine.put_group_settings("t", "g", settings))
+    for msg_id in ("a", "b", "c"):
+        run(engine.send(record("t", msg_id, clock.now_ms())))
+    first = receive(engine)
+    assert run(engine.nack("t", "g", [first["a"].receipt], 0)) == ["nacked"]  # ready again
+    (again,) = receive(engine).values()  # a's second attempt: its last
+    lot = [first["b"].receipt, again.receipt, first["c"].receipt]
+    assert run(engine.nack("t", "g", lot, None)) == ["nacked"] * 3
+    rows = cf_events(engine.store)
+    assert story(rows, "a")[-3:] == [("received", "g", 2), ("nacked", "g", 2), ("dead", "g", 2)]
+    assert story(rows, "b")[-1] == story(rows, "c")[-1] == ("nacked", "g", 1)
+    (summary,), _ = engine.groups("t", None, 10)
+    assert (summary.inflight, summary.retrying, summary.dead) == (0, 2, 1)
+    clock.advance(S)  # b and c come back after the fixed interval, a does not
+    back: set[str] = set()
+    wait_until(lambda: back.update(receive(engine)) or back == {"b", "c"}, what="the retries")
+
+
 def test_a_storm_span_has_one_delivered_event_per_message(
     make_engine: EngineFactory, clock: FakeClock
 ) -> None:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from storage import keys
 from storage.records import GroupState
 from workers import consume
@@ -15,6 +17,11 @@ PREFIX = keys.RETRY_PREFIX
 
 def timer_key(due_ms: int, timer: hold.GroupTimer) -> bytes:
     return hold.encode(PREFIX, due_ms, timer)
+
+
+def timer_keys(topic: str, group: str, held: Iterable[tuple[int, int, int]]) -> list[bytes]:
+    """``timer_key`` of each ``(due_ms, seq, generation)`` of one topic and group."""
+    return hold.encode_many(PREFIX, topic, group, held)
 
 
 def fire(txn: Txn, key: bytes, value: bytes) -> None:
