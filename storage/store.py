@@ -7,7 +7,7 @@ import gc
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, cast
 
 from rocksdict import (
     BlockBasedOptions,
@@ -191,7 +191,10 @@ class RocksStore:
         read = ReadOptions()
         read.set_iterate_upper_bound(end)
         try:  # rocksdict's own iteration: a third less than a Python loop of it.next()
-            return list(islice(self._cfs[cf].items(from_key=start, read_opt=read), limit))
+            items = cast(
+                Iterable[tuple[bytes, bytes]], self._cfs[cf].items(from_key=start, read_opt=read)
+            )
+            return list(islice(items, limit))
         except Exception as exc:
             raise StorageError(f"scan failed: {exc}") from exc
 

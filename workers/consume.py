@@ -308,8 +308,8 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
         retrying = held._replace(
             state=GroupState.RETRYING, deadline_ms=now + delay, last_failure_ms=now
         )
-        holds[seq] = encode_inflight(retrying)  # what a second receipt for it here reads
-        waiting.append((seq, held, retrying, holds[seq]))
+        raw = holds[seq] = encode_inflight(retrying)  # what a second receipt here reads
+        waiting.append((seq, held, retrying, raw))
     if waiting:  # fail's usual way (a retry timer each), staged once for the lot
         slot, u64 = keys.inflight_prefix(topic, group), keys.u64
         ends = [(held.deadline_ms, seq, held.generation) for seq, held, _, _ in waiting]

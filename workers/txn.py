@@ -116,7 +116,7 @@ class Txn:
         self._undo.append((staged, key, staged.get(key, _MISSING)))
         staged[key] = value
 
-    def put_many(self, cf: str, pairs: list[tuple[bytes, bytes | None]]) -> None:
+    def put_many(self, cf: str, pairs: Sequence[tuple[bytes, bytes | None]]) -> None:
         """``put`` of each (key, value), in order (the storm path: no call per key); a
         value None deletes."""
         staged = self._staged[cf]
