@@ -289,9 +289,8 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
     seqs = [d.seq for d in decoded if d is not None]
     logged = _logged(txn, topic, seqs)
     past = _past_retention(txn, topic, seqs)
-    now, out = txn.now_ms, []
-    # seq, hold, retry state and its record of each nacked the usual way (a retry timer)
-    waiting: list[tuple[int, Inflight, Inflight, bytes]] = []
+    out: list[str] = []
+    nacked: list[tuple[int, Inflight, int]] = []  # seq, hold and retry delay of each
     for receipt in decoded:
         found = _check(txn, topic, group, receipt, holds)
         if isinstance(found, str):
@@ -300,28 +299,48 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
         seq, held = found
         out.append("nacked")
         delay = delay_ms if delay_ms is not None else retry_delay_ms(settings.retry, held.attempts)
-        _emit_logged(txn, EventKind.NACKED, logged, topic, group, seq, held.attempts)
-        if seq in past or held.attempts >= settings.max_attempts or delay <= 0:
-            _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
-            fail(txn, topic, group, seq, held, delay, settings)  # gone, dead, or ready now
-            continue
-        retrying = held._replace(
-            state=GroupState.RETRYING, deadline_ms=now + delay, last_failure_ms=now
-        )
-        raw = holds[seq] = encode_inflight(retrying)  # what a second receipt here reads
-        waiting.append((seq, held, retrying, raw))
-    if waiting:  # fail's usual way (a retry timer each), staged once for the lot
-        slot, u64 = keys.inflight_prefix(topic, group), keys.u64
-        ends = [(held.deadline_ms, seq, held.generation) for seq, held, _, _ in waiting]
-        txn.delete_many(CF.TIMERS, invisible.timer_keys(topic, group, ends))
-        txn.put_many(CF.INFLIGHT, [(slot + u64(seq), raw) for seq, _, _, raw in waiting])
-        backs = [(r.deadline_ms, seq, r.generation) for seq, _, r, _ in waiting]
-        txn.put_many(CF.TIMERS, [(key, b"") for key in retry.timer_keys(topic, group, backs)])
-        txn.schedule_hint(min(due for due, _, _ in backs))
-        txn.count_group(topic, group, inflight=-len(waiting), retrying=len(waiting))
-    txn.note("nacks", out.count("nacked"))
+        nacked.append((seq, held, delay))
+        # What a second receipt for it in this op reads: gone, or no longer held.
+        holds[seq] = None if seq in past else encode_inflight_as(held, GroupState.RETRYING)
+    if nacked:
+        _fail_lot(txn, topic, group, nacked, past, logged, settings)
     txn.sync = True
     return out
+
+
+def _fail_lot(
+    txn: Txn,
+    topic: str,
+    group: str,
+    nacked: list[tuple[int, Inflight, int]],
+    past: set[int],
+    logged: dict[int, bytes],
+    settings: GroupSettings,
+) -> None:
+    """``fail`` of each ``(seq, hold, delay)`` a nack took, after its nacked event. The
+    usual way (a retry timer each) is staged once for the lot; past retention, dead after
+    ``max_attempts`` or ready at once, one by one as ``fail`` does (bench figure 5)."""
+    now, slot, u64 = txn.now_ms, keys.inflight_prefix(topic, group), keys.u64
+    lot = [(seq, held.attempts) for seq, held, _ in nacked]
+    _emit_logged(txn, EventKind.NACKED, logged, topic, group, lot)
+    ends = [(held.deadline_ms, seq, held.generation) for seq, held, _ in nacked]
+    txn.delete_many(CF.TIMERS, invisible.timer_keys(topic, group, ends))
+    usual = []  # seq and retrying state of each nacked the usual way
+    for seq, held, delay in nacked:
+        if seq in past or held.attempts >= settings.max_attempts or delay <= 0:
+            fail(txn, topic, group, seq, held, delay, settings)
+        else:
+            waits = held._replace(
+                state=GroupState.RETRYING, deadline_ms=now + delay, last_failure_ms=now
+            )
+            usual.append((seq, waits))
+    if usual:
+        txn.put_many(CF.INFLIGHT, [(slot + u64(seq), encode_inflight(w)) for seq, w in usual])
+        backs = [(w.deadline_ms, seq, w.generation) for seq, w in usual]
+        txn.put_many(CF.TIMERS, [(key, b"") for key in retry.timer_keys(topic, group, backs)])
+        txn.schedule_hint(min(due for due, _, _ in backs))
+        txn.count_group(topic, group, inflight=-len(usual), retrying=len(usual))
+    txn.note("nacks", len(nacked))
 
 
 def _past_retention(txn: Txn, topic: str, seqs: Sequence[int]) -> set[int]:
@@ -471,10 +490,7 @@ def emit_events(
     """Group events about the messages at these ``(seq, attempt)`` of ``topic``'s log,
     their records read with one multi-get (a read per acked message was a sixth of an
     ack's cost, bench figure 5), and not at all with the event log off."""
-    logged = _logged(txn, topic, [seq for seq, _ in held])
-    found = [(logged[seq], attempt) for seq, attempt in held if seq in logged]
-    records, attempts = [r for r, _ in found], [a for _, a in found]
-    events.emit_group_many(txn, kind, records, attempts, topic=topic, group=group)
+    _emit_logged(txn, kind, _logged(txn, topic, [seq for seq, _ in held]), topic, group, held)
 
 
 def _emit_logged(
@@ -483,13 +499,13 @@ def _emit_logged(
     logged: dict[int, bytes],
     topic: str,
     group: str,
-    seq: int,
-    attempt: int,
+    held: Sequence[tuple[int, int]],
 ) -> None:
-    """The group event about ``seq``, from its record read by ``_logged``."""
-    record = logged.get(seq)
-    if record is not None:  # None: the event log is off, or swept past retention (never held)
-        events.emit(txn, kind, record, topic=topic, group=group, attempt=attempt)
+    """The group events about these ``(seq, attempt)``, from their records read by
+    ``_logged`` (none: the event log is off, or swept past retention, never held)."""
+    found = [(logged[seq], attempt) for seq, attempt in held if seq in logged]
+    records, attempts = [r for r, _ in found], [a for _, a in found]
+    events.emit_group_many(txn, kind, records, attempts, topic=topic, group=group)
 
 
 def _logged(txn: Txn, topic: str, seqs: Sequence[int]) -> dict[int, bytes]:
