@@ -114,6 +114,30 @@ def test_txn_put_many_reads_back_and_rolls_back_as_puts_one_by_one(
     assert store.get(CF.LOGS, b"b") == b"kept"
 
 
+@pytest.mark.parametrize("spread", [1, 5], ids=["close: one scan", "scattered: multi-get"])
+def test_txn_get_seqs_reads_as_get_many_does(store: RecordingStore, spread: int) -> None:
+    """Seqs close together are read with one bounded scan, scattered ones with a multi-get:
+    either way each value is the store's as this batch left it (staged, deleted, missing),
+    and nothing outside the prefix is read."""
+    lane = b"t\x00"
+    seqs = [s * spread for s in (3, 0, 1, 4, 9)]
+    store.write([Put(CF.LOGS, lane + keys.u64(s), b"v%d" % s) for s in seqs], sync=False)
+    store.write([Put(CF.LOGS, b"u\x00" + keys.u64(2 * spread), b"other lane")], sync=False)
+    txn = Txn(store, 0)
+    txn.delete(CF.LOGS, lane + keys.u64(spread))  # deleted in this batch
+    txn.put(CF.LOGS, lane + keys.u64(4 * spread), b"new")  # changed in this batch
+    txn.put(CF.LOGS, lane + keys.u64(7 * spread), b"staged only")  # not in the store yet
+    wanted = [9 * spread, 2 * spread, spread, 4 * spread, 7 * spread, 0, 3 * spread, 8 * spread]
+    expected = txn.get_many(CF.LOGS, [lane + keys.u64(s) for s in wanted])
+    assert txn.get_seqs(CF.LOGS, lane, wanted) == expected
+    assert expected == [b"v%d" % (9 * spread), None, None, b"new", b"staged only"] + [
+        b"v0",
+        b"v%d" % (3 * spread),
+        None,
+    ]
+    assert txn.get_seqs(CF.LOGS, lane, []) == []
+
+
 def test_txn_counts_roll_back_with_their_op_and_add_up_across_commits(
     store: RecordingStore,
 ) -> None:
