@@ -210,7 +210,7 @@ async def drive(port: int, pid: int, *, consume_n: int, nack_n: int, consumers: 
         ("nack", lambda: settle_phase(port, NACK_TOPIC, nack_n, consumers, "nack")),
         (
             "send1000",
-            lambda: send_phase(port, consume_n, consumers, BIG_CALL, BIG_SEND_TOPIC),
+            lambda: send_phase(port, max(consume_n, BIG_CALL), consumers, BIG_CALL, BIG_SEND_TOPIC),
         ),
         (
             "consume1000",

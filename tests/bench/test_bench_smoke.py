@@ -114,12 +114,14 @@ def test_storm_figure_runs() -> None:
 @pytest.mark.slow
 def test_consume_figure_runs() -> None:
     rows = receive.run_figure(consume_n=500, nack_n=300, consumers=2)
-    consume, nack = rows
+    consume, nack, big, cpu = rows
     assert consume.notes.startswith("500 acked")
     assert nack.notes.startswith("300 nacked")
     assert nack.met is None  # clean: every receipt nacked once, nothing received twice
     assert "msg/s" in consume.result
     assert "batch send 100/request" in consume.ceiling
+    assert big.notes.startswith("500 acked") and "batch send 1000/request" in big.ceiling
+    assert cpu.result.endswith(" µs") and cpu.ratio != "n/a"  # both sides measured
     rendered(rows)
 
 
