@@ -56,9 +56,10 @@ GROUP_COMMIT_MAX_ITEMS = 256  # messages per client batch (an op weighs its mess
 # how long a move of due timers can wait behind client work. A batch send comes in parts of
 # at most this many (submit_parts): a whole batch send of 1000 as one unit kept a move
 # waiting for all of it (bench figure 10)
-CONSUME_WEIGHT = 4  # a message received or acked weighs as much as this many sent: ~25-30 µs
-# of the writer against ~6-8 (bench figure 5 beside figure 2); one receive of 1000 or one ack
-# of 800 receipts as a single op held the scan horizon 25-35 ms (figure 10's consumer)
+CONSUME_WEIGHT = 2  # a message received or acked weighs as much as this many sent: ~9-12 µs
+# of the writer against ~6-8 since receive and ack make their writes per op (session 14; it
+# was 4 at ~25-30 µs, bench figure 5 beside figure 2); one receive of 1000 or one ack of 800
+# receipts as a single op held the scan horizon 25-35 ms (figure 10's consumer)
 CONSUME_PART = GROUP_COMMIT_MAX_ITEMS // CONSUME_WEIGHT  # messages per receive / ack op
 DRAIN_TURNS = 3  # units of draining work (receive/ack parts) taken per unit of sends when
 # both wait (bench figure 10: 1 let the timers' consumer fall seconds behind)

@@ -259,7 +259,7 @@ def test_a_big_receive_and_its_ack_are_taken_in_parts(engine: Engine, clock: Fak
     ops = engine.writer.ops_done
     got = run(engine.receive("t", "g", n + 10, 0, 30_000))
     assert [r.record.msg_id for r in got] == [f"m{i:04}" for i in range(n)]
-    assert engine.writer.ops_done - ops == 4  # parts of 64, 64, 64 and the 5 left
+    assert engine.writer.ops_done - ops == 4  # three full parts and the 5 left
     ops = engine.writer.ops_done
     assert run(engine.ack("t", "g", [r.receipt for r in got])) == ["acked"] * n
     assert engine.writer.ops_done - ops == 4
@@ -269,7 +269,7 @@ def test_a_big_receive_and_its_ack_are_taken_in_parts(engine: Engine, clock: Fak
 def test_a_receive_in_parts_stops_at_one_byte_budget_for_the_reply(
     make_engine: EngineFactory, clock: FakeClock
 ) -> None:
-    budget = 100 * 1024
+    budget = 3 * CONSUME_PART * 1024  # over two parts of 1 KiB messages, under three
     engine = make_engine(max_receive_bytes=budget)
     engine.start()
     n = 4 * CONSUME_PART
