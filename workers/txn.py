@@ -146,9 +146,16 @@ class Txn:
             self._undo.append((lane_next, lane, _MISSING if seq is None else seq))
             self._lanes_saved.add(lane)
         if seq is None:
+            seq = self.lane_end(lane)
+        lane_next[lane] = seq + n
+        return seq
+
+    def lane_end(self, lane: bytes) -> int:
+        """The lane's next seq: no entry of it is at this seq or after (workers/lanes.py)."""
+        seq = self.lane_next.get(lane)
+        if seq is None:
             raw = self.get(CF.META, next_seq_key(lane))
             seq = read_u64(raw) if raw else 0
-        lane_next[lane] = seq + n
         return seq
 
     def delete_range(self, cf: str, begin: bytes, end: bytes) -> None:
