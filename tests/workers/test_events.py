@@ -153,7 +153,12 @@ def test_one_nack_of_a_lot_that_goes_two_ways(make_engine: EngineFactory, clock:
     assert (summary.inflight, summary.retrying, summary.dead) == (0, 2, 1)
     clock.advance(S)  # b and c come back after the fixed interval, a does not
     back: set[str] = set()
-    wait_until(lambda: back.update(receive(engine)) or back == {"b", "c"}, what="the retries")
+
+    def both_back() -> bool:
+        back.update(receive(engine))
+        return back == {"b", "c"}
+
+    wait_until(both_back, what="the retries")
 
 
 def test_a_storm_span_has_one_delivered_event_per_message(
