@@ -330,10 +330,8 @@ def _fail_lot(
         if seq in past or held.attempts >= settings.max_attempts or delay <= 0:
             fail(txn, topic, group, seq, held, delay, settings)
         else:
-            waits = held._replace(
-                state=GroupState.RETRYING, deadline_ms=now + delay, last_failure_ms=now
-            )
-            usual.append((seq, waits))
+            state = (GroupState.RETRYING, held.attempts, held.generation, now + delay, now)
+            usual.append((seq, tuple.__new__(Inflight, state)))  # not _replace: per message
     if usual:
         txn.put_many(CF.INFLIGHT, [(slot + u64(seq), encode_inflight(w)) for seq, w in usual])
         backs = [(w.deadline_ms, seq, w.generation) for seq, w in usual]
