@@ -3,7 +3,8 @@ the timers that end invisibility and retry back-off, dead letters and redrive.
 
 A group reads a topic through two lanes: its retry lane for that topic (messages visible
 again after a failed attempt) and then the topic log itself, each from the group's cursor.
-A received message gets an in-flight record and an invisibility timer; a nacked one a
+A received message gets an in-flight record and an invisibility timer (one for the lot a
+receive part took, left in place by acks: a stale timer passes by); a nacked one a
 retry timer. Both are ordinary timer keys, fired by the same scanner and deliverer as
 scheduled messages: there is no second scheduling mechanism.
 
@@ -50,7 +51,7 @@ from workers.receipts import (
     encode_receipts,
 )
 from workers.retry import GroupSettings, decode_settings, encode_settings, retry_delay_ms
-from workers.timers import invisible, retry
+from workers.timers import hold, invisible, retry
 from workers.timers.hold import GroupTimer
 from workers.txn import Txn
 
@@ -213,8 +214,9 @@ def _hold_fresh(
     slot, u64 = keys.inflight_prefix(topic, group), keys.u64
     seqs = [seq for seq, _ in logged]
     txn.put_many(CF.INFLIGHT, [(slot + u64(seq), held) for seq in seqs])
-    timers = invisible.timer_keys(topic, group, [(deadline, seq, generation) for seq in seqs])
-    txn.put_many(CF.TIMERS, [(key, b"") for key in timers])
+    # One invisibility timer for the lot: an ack or nack leaves it (invisible.py)
+    lot = invisible.timer_key(deadline, GroupTimer(topic, group, seqs[0], generation))
+    txn.put(CF.TIMERS, lot, hold.lot_value(seqs[1:]))
     txn.schedule_hint(deadline)
     values = [value for _, value in logged]
     events.emit_group_many(
@@ -233,14 +235,6 @@ def _put_timer(
     key = timer_key(held.deadline_ms, GroupTimer(topic, group, seq, held.generation))
     txn.put(CF.TIMERS, key, b"")
     txn.schedule_hint(held.deadline_ms)
-
-
-def _drop_timer(
-    txn: Txn, timer_key: TimerKeyFn, topic: str, group: str, seq: int, held: Inflight
-) -> None:
-    txn.delete(
-        CF.TIMERS, timer_key(held.deadline_ms, GroupTimer(topic, group, seq, held.generation))
-    )
 
 
 ACKED = "acked"
@@ -266,8 +260,6 @@ def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
         out.append(ACKED)
     if acked:  # the writes, counts and events once per op, not a call per message
         slot, u64 = keys.inflight_prefix(topic, group), keys.u64
-        timers = [(held.deadline_ms, seq, held.generation) for seq, held, _ in acked]
-        txn.delete_many(CF.TIMERS, invisible.timer_keys(topic, group, timers))
         txn.put_many(CF.INFLIGHT, [(slot + u64(seq), done) for seq, _, done in acked])
         attempts = [(seq, held.attempts) for seq, held, _ in acked]
         emit_events(txn, EventKind.ACKED, topic, group, attempts)
@@ -323,8 +315,6 @@ def _fail_lot(
     now, slot, u64 = txn.now_ms, keys.inflight_prefix(topic, group), keys.u64
     lot = [(seq, held.attempts) for seq, held, _ in nacked]
     _emit_logged(txn, EventKind.NACKED, logged, topic, group, lot)
-    ends = [(held.deadline_ms, seq, held.generation) for seq, held, _ in nacked]
-    txn.delete_many(CF.TIMERS, invisible.timer_keys(topic, group, ends))
     usual = []  # seq and retrying state of each nacked the usual way
     for seq, held, delay in nacked:
         if seq in past or held.attempts >= settings.max_attempts or delay <= 0:
@@ -357,7 +347,6 @@ def change_invisibility(txn: Txn, topic: str, group: str, receipt: str, invisibl
             raise MessageNotFound("no message held by this receipt in this topic and group")
         raise ReceiptRejected(f"the receipt is {found}: the message is no longer held by it")
     seq, held = found
-    _drop_timer(txn, invisible.timer_key, topic, group, seq, held)
     renewed = held._replace(
         generation=held.generation + 1, deadline_ms=_deadline(txn, invisible_ms)
     )
@@ -523,6 +512,15 @@ def current_hold(txn: Txn, timer: GroupTimer) -> Inflight | None:
         return None
     held = decode_inflight(raw)
     return held if held.generation == timer.generation else None
+
+
+def current_holds(txn: Txn, timer: GroupTimer, seqs: list[int]) -> list[tuple[int, Inflight]]:
+    """``current_hold`` of each seq of a lot's timer (read at once): the holds of these
+    seqs still of the timer's generation."""
+    slot = keys.inflight_prefix(timer.topic, timer.group)
+    raws = txn.get_seqs(CF.INFLIGHT, slot, seqs)
+    held = [(seq, decode_inflight(raw)) for seq, raw in zip(seqs, raws, strict=True) if raw]
+    return [(seq, h) for seq, h in held if h.generation == timer.generation]
 
 
 def redrive(txn: Txn, topic: str, group: str, msg_id: str) -> None:

@@ -38,7 +38,7 @@ def group_state(engine: Engine, seq: int, topic: str = "t", group: str = "g") ->
     return decode_inflight(raw).state
 
 
-def test_receive_then_ack(engine: Engine) -> None:
+def test_receive_then_ack(engine: Engine, clock: FakeClock) -> None:
     deliver_now(engine, "t", "m")
     got = receive(engine)
     assert len(got) == 1
@@ -50,7 +50,11 @@ def test_receive_then_ack(engine: Engine) -> None:
     assert ack(engine, [got[0].receipt]) == [ACKED]
     assert ack(engine, [got[0].receipt]) == [ACKED]  # acking twice is still acked
     assert group_state(engine, 0) is GroupState.ACKED
-    assert timer_keys(engine.store) == []  # the ack deleted the invisibility timer
+    assert len(timer_keys(engine.store)) == 1  # the ack leaves the invisibility timer …
+    clock.advance(INVISIBLE_MS)
+    wait_until(lambda: timer_keys(engine.store) == [], what="the invisibility's end")
+    assert group_state(engine, 0) is GroupState.ACKED  # … which passes the acked one by
+    assert receive(engine) == []
 
 
 def test_a_receipt_given_twice_in_one_op_counts_once(engine: Engine) -> None:
@@ -129,6 +133,34 @@ def test_receipt_expires_at_its_deadline_even_before_the_timer_fires(
     clock.advance(INVISIBLE_MS)
     assert ack(engine, [first.receipt]) == [EXPIRED]
     assert group_state(engine, 0) is GroupState.INFLIGHT
+
+
+def test_one_invisibility_timer_for_a_lot_fires_only_what_is_still_held(
+    engine: Engine, clock: FakeClock
+) -> None:
+    """A receive's first holds share one timer; at its end only the messages still held
+    come back: not the acked one, not the nacked one (its retry timer decides), not the one
+    whose invisibility was changed (its own timer decides)."""
+    for msg_id in ("a", "b", "c", "d"):
+        deliver_now(engine, "t", msg_id)
+    got = {r.record.msg_id: r for r in receive(engine)}
+    assert sorted(got) == ["a", "b", "c", "d"]
+    assert len(timer_keys(engine.store)) == 1  # one for the lot of four
+    assert ack(engine, [got["a"].receipt]) == [ACKED]
+    assert run(engine.nack("t", "g", [got["b"].receipt], 10 * INVISIBLE_MS)) == ["nacked"]
+    run(engine.change_invisibility("t", "g", got["c"].receipt, 3 * INVISIBLE_MS))
+    clock.advance(INVISIBLE_MS)
+    back = receive(engine, wait_ms=10_000)
+    assert [(r.record.msg_id, r.attempt) for r in back] == [("d", 2)]
+    assert ack(engine, [back[0].receipt]) == [ACKED]
+    assert [group_state(engine, seq) for seq in range(3)] == [
+        GroupState.ACKED,
+        GroupState.RETRYING,
+        GroupState.INFLIGHT,
+    ]
+    clock.advance(2 * INVISIBLE_MS)  # c's own, longer invisibility ends
+    again = receive(engine, wait_ms=10_000)
+    assert [(r.record.msg_id, r.attempt) for r in again] == [("c", 2)]
 
 
 def test_acked_message_does_not_come_back(engine: Engine, clock: FakeClock) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from storage import keys
 from storage.errors import CorruptRecordError
@@ -44,6 +45,15 @@ def test_group_timer_with_zero_bytes_in_seq_and_generation() -> None:
 def test_an_undecodable_group_timer_raises_corrupt_record() -> None:
     with pytest.raises(CorruptRecordError):
         hold.decode(retry.PREFIX, keys.timer_key(1, retry.PREFIX + "g", b"no-separator"))
+    with pytest.raises(CorruptRecordError):  # a lot's seqs cut short
+        hold.lot_seqs(hold.GroupTimer("t", "g", 0, 1), hold.lot_value([1, 2])[:-1])
+
+
+@relaxed
+@given(seqs=st.lists(u64s, min_size=1, max_size=300))
+def test_a_lot_timer_carries_every_seq(seqs: list[int]) -> None:
+    timer = hold.GroupTimer("t", "g", seqs[0], 7)
+    assert hold.lot_seqs(timer, hold.lot_value(seqs[1:])) == seqs
 
 
 @pytest.mark.parametrize("topic", ["t", "%", "%R", "%RETRY", "%INVISIBLE", "a%RETRY%"])

@@ -1,11 +1,13 @@
-"""The key codec shared by the two timers about one group's hold on one message
+"""The key codec shared by the two timers about one group's hold on messages
 (invisible.py, retry.py): ``u64be(due) ‖ prefix group ‖ 0x00 ‖ topic ‖ 0x00 ‖ u64be(seq)
-‖ u64be(generation)``, value empty. The generation makes a stale timer harmless."""
+‖ u64be(generation)``. The value is empty for one message; an invisibility timer of a
+lot (the first holds one receive made together, one generation) carries the lot's other
+seqs, ``u64be`` each. The generation makes a stale timer harmless."""
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from storage import keys
@@ -35,6 +37,18 @@ def encode_many(
     target = (prefix + group).encode() + keys.SEP + topic.encode() + keys.SEP
     due, seq_gen = keys.u64, _SEQ_GEN.pack
     return [due(due_ms) + target + seq_gen(seq, gen) for due_ms, seq, gen in held]
+
+
+def lot_value(seqs: Sequence[int]) -> bytes:
+    """The value of a lot's timer: its seqs after the first (in the key)."""
+    return struct.pack(f">{len(seqs)}Q", *seqs)
+
+
+def lot_seqs(timer: GroupTimer, value: bytes) -> list[int]:
+    """Every seq a timer is about: the key's, then the lot's others."""
+    if len(value) % 8:
+        raise CorruptRecordError(f"undecodable lot of a group timer: {len(value)} bytes")
+    return [timer.seq, *struct.unpack(f">{len(value) // 8}Q", value)]
 
 
 def decode(prefix: str, key: bytes) -> GroupTimer:

@@ -1,9 +1,9 @@
 """Timer kind: the end of a held message's invisibility (key: hold.py, target
-``%INVISIBLE%group``). Fires a failed attempt: the message is visible again at once."""
+``%INVISIBLE%group``), or of a lot's (the first holds of one receive part, one timer).
+Fires a failed attempt for each still held: visible again at once. An ack or nack does not
+delete it: by then the hold's state or generation moved on, and the fire passes it by."""
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 from storage import keys
 from storage.events import EventKind
@@ -20,21 +20,15 @@ def timer_key(due_ms: int, timer: hold.GroupTimer) -> bytes:
     return hold.encode(PREFIX, due_ms, timer)
 
 
-def timer_keys(topic: str, group: str, held: Iterable[tuple[int, int, int]]) -> list[bytes]:
-    """``timer_key`` of each ``(due_ms, seq, generation)`` of one topic and group."""
-    return hold.encode_many(PREFIX, topic, group, held)
-
-
 def fire(txn: Txn, key: bytes, value: bytes) -> None:
     timer = hold.decode(PREFIX, key)
-    held = consume.current_hold(txn, timer)
-    if held is not None and held.state is GroupState.INFLIGHT:
-        consume.emit_event(
-            txn, EventKind.EXPIRED, timer.topic, timer.group, timer.seq, held.attempts
-        )
-        settings = consume.group_settings(txn, timer.topic, timer.group)
-        consume.fail(txn, timer.topic, timer.group, timer.seq, held, 0, settings)
-        txn.note("expiries")
+    settings = None
+    for seq, held in consume.current_holds(txn, timer, hold.lot_seqs(timer, value)):
+        if held.state is GroupState.INFLIGHT:
+            consume.emit_event(txn, EventKind.EXPIRED, timer.topic, timer.group, seq, held.attempts)
+            settings = settings or consume.group_settings(txn, timer.topic, timer.group)
+            consume.fail(txn, timer.topic, timer.group, seq, held, 0, settings)
+            txn.note("expiries")
 
 
 fire_run = one_at_a_time(fire)
