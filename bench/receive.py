@@ -246,36 +246,44 @@ def _statuses(phase: Phase) -> str:
     return text
 
 
+def _reference(send: Phase, per_call: int) -> str:
+    text = f"batch send {per_call}/request (1 h timers) {send.rate:,.0f} msg/s"
+    return text if send.clean else f"{text} ({_statuses(send)})"
+
+
+def _consume_row(consume: Phase, send: Phase, per_call: int, target: int, k: int) -> report.Row:
+    """Receive ``per_call`` + ack ``per_call`` from ``k`` loops, beside its batch sends."""
+    return report.Row(
+        "5",
+        f"consume: receive {per_call} + ack {per_call}, {k} consumers, one group",
+        f"{consume.rate:,.0f} msg/s",
+        _reference(send, per_call),
+        report.ratio(consume.rate, send.rate),
+        f">= {target:,} msg/s",
+        consume.rate >= target and consume.clean,
+        f"{_statuses(consume)} in {consume.seconds:.1f} s; {consume.calls:,} calls; "
+        f"{consume.cpu} (send: {send.cpu})",
+    )
+
+
 def rows(run_: ConsumeRun) -> list[report.Row]:
-    send, consume, nack, k = run_.send, run_.consume, run_.nack, run_.consumers
+    send, nack, k = run_.send, run_.nack, run_.consumers
     big_send, big_consume = run_.big_send, run_.big_consume
-    reference = f"batch send {PER_CALL}/request (1 h timers) {send.rate:,.0f} msg/s"
-    if not send.clean:
-        reference += f" ({_statuses(send)})"
     return [
-        report.Row(
-            "5",
-            f"consume: receive {PER_CALL} + ack {PER_CALL}, {k} consumers, one group",
-            f"{consume.rate:,.0f} msg/s",
-            reference,
-            report.ratio(consume.rate, send.rate),
-            f">= {TARGET_MSG_S:,} msg/s",
-            consume.rate >= TARGET_MSG_S and consume.clean,
-            f"{_statuses(consume)} in {consume.seconds:.1f} s; {consume.calls:,} calls; "
-            f"{consume.cpu} (send: {send.cpu})",
-        ),
+        _consume_row(run_.consume, send, PER_CALL, TARGET_MSG_S, k),
         report.Row(
             "5",
             f"nack: receive {PER_CALL} + nack {PER_CALL} (retry fixed 1 h), {k} consumers",
             f"{nack.rate:,.0f} msg/s",
-            reference,
+            _reference(send, PER_CALL),
             report.ratio(nack.rate, send.rate),
             "-",
             None if nack.clean else False,
             f"{_statuses(nack)} in {nack.seconds:.1f} s; a nack costs "
             f"{send.rate / nack.rate if nack.rate else 0:.1f}x a send; {nack.cpu}",
         ),
-        big_row(run_),
+        # issue 14's consumer figure, and the server's CPU a message beside a batch send
+        _consume_row(big_consume, big_send, BIG_CALL, TARGET_BIG_MSG_S, k),
         report.Row(
             "5",
             f"server CPU a message: receive {BIG_CALL} + ack {BIG_CALL}",
@@ -288,23 +296,6 @@ def rows(run_: ConsumeRun) -> list[report.Row]:
             f"send {big_send.server_cpu_s:.2f} s for {big_send.done:,}",
         ),
     ]
-
-
-def big_row(run_: ConsumeRun) -> report.Row:
-    """Issue 14's consumer figure: receive 1000 + ack 1000 from ``consumers`` loops."""
-    big, send = run_.big_consume, run_.big_send
-    reference = f"batch send {BIG_CALL}/request (1 h timers) {send.rate:,.0f} msg/s"
-    return report.Row(
-        "5",
-        f"consume: receive {BIG_CALL} + ack {BIG_CALL}, {run_.consumers} consumers, one group",
-        f"{big.rate:,.0f} msg/s",
-        reference,
-        report.ratio(big.rate, send.rate),
-        f">= {TARGET_BIG_MSG_S:,} msg/s",
-        big.rate >= TARGET_BIG_MSG_S and big.clean,
-        f"{_statuses(big)} in {big.seconds:.1f} s; {big.calls:,} calls; {big.cpu} "
-        f"(send: {send.cpu})",
-    )
 
 
 def run_figure(*, consume_n: int, nack_n: int, consumers: int = CONSUMERS) -> list[report.Row]:

@@ -504,19 +504,10 @@ def _logged(txn: Txn, topic: str, seqs: Sequence[int]) -> dict[int, bytes]:
     return {seq: r for seq, r in zip(seqs, records, strict=True) if r is not None}
 
 
-def current_hold(txn: Txn, timer: GroupTimer) -> Inflight | None:
-    """The hold a group timer is about, if the timer is not stale (acked, nacked or
-    re-held since it was set: the generation moved on)."""
-    raw = txn.get(CF.INFLIGHT, keys.inflight_key(timer.topic, timer.group, timer.seq))
-    if raw is None:
-        return None
-    held = decode_inflight(raw)
-    return held if held.generation == timer.generation else None
-
-
 def current_holds(txn: Txn, timer: GroupTimer, seqs: list[int]) -> list[tuple[int, Inflight]]:
-    """``current_hold`` of each seq of a lot's timer (read at once): the holds of these
-    seqs still of the timer's generation."""
+    """The holds a group timer is about (its seq, or its lot's seqs, read at once) that it
+    is not stale for: not acked, nacked or re-held since it was set (the generation moved
+    on)."""
     slot = keys.inflight_prefix(timer.topic, timer.group)
     raws = txn.get_seqs(CF.INFLIGHT, slot, seqs)
     held = [(seq, decode_inflight(raw)) for seq, raw in zip(seqs, raws, strict=True) if raw]

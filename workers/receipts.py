@@ -64,7 +64,7 @@ def decode_receipts(
     secret: bytes, receipts: Sequence[str], topic: str, group: str
 ) -> list[Receipt | None]:
     """Each receipt's (seq, generation), or None unless it was made for this topic and
-    group (the translation from URL-safe once for them all)."""
+    group (the MAC's keyed state looked up once for them all)."""
     keyed = _keyed(secret, topic, group)
     out: list[Receipt | None] = []
     for receipt in receipts:

@@ -21,20 +21,21 @@ class GroupTimer(NamedTuple):
     generation: int
 
 
-def encode(prefix: str, due_ms: int, timer: GroupTimer) -> bytes:
-    ident = timer.topic.encode() + keys.SEP + keys.u64(timer.seq) + keys.u64(timer.generation)
-    return keys.timer_key(due_ms, prefix + timer.group, ident)
-
-
 _SEQ_GEN = struct.Struct(">QQ")
+
+
+def encode(prefix: str, due_ms: int, timer: GroupTimer) -> bytes:
+    (key,) = encode_many(prefix, timer.topic, timer.group, [(due_ms, timer.seq, timer.generation)])
+    return key
 
 
 def encode_many(
     prefix: str, topic: str, group: str, held: Iterable[tuple[int, int, int]]
 ) -> list[bytes]:
-    """``encode`` of each ``(due_ms, seq, generation)`` of one topic and group (a receive's
-    or an ack's lot): the same keys, the shared part built once."""
-    target = (prefix + group).encode() + keys.SEP + topic.encode() + keys.SEP
+    """``encode`` of each ``(due_ms, seq, generation)`` of one topic and group (a nack's
+    lot): the same keys, the shared part built once."""
+    # keys.timer_key's layout, its shared middle (target and the ident's topic) made once
+    target = keys.timer_key(0, prefix + group, topic.encode() + keys.SEP)[8:]
     due, seq_gen = keys.u64, _SEQ_GEN.pack
     return [due(due_ms) + target + seq_gen(seq, gen) for due_ms, seq, gen in held]
 

@@ -26,10 +26,10 @@ def timer_keys(topic: str, group: str, held: Iterable[tuple[int, int, int]]) -> 
 
 def fire(txn: Txn, key: bytes, value: bytes) -> None:
     timer = hold.decode(PREFIX, key)
-    held = consume.current_hold(txn, timer)
-    if held is not None and held.state is GroupState.RETRYING:
-        txn.count_group(timer.topic, timer.group, retrying=-1)
-        consume.make_ready(txn, timer.topic, timer.group, timer.seq, held)
+    for seq, held in consume.current_holds(txn, timer, [timer.seq]):
+        if held.state is GroupState.RETRYING:
+            txn.count_group(timer.topic, timer.group, retrying=-1)
+            consume.make_ready(txn, timer.topic, timer.group, seq, held)
 
 
 fire_run = one_at_a_time(fire)
