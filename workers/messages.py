@@ -26,6 +26,8 @@ from workers.timers import message
 from workers.txn import Txn
 
 _SCHEDULED = int(MessageState.SCHEDULED)
+_SCHEDULED_STATE = MessageState.SCHEDULED
+_INDEX = INDEX.pack
 
 
 class SendOutcome(NamedTuple):
@@ -58,10 +60,23 @@ def send_many(
     fresh = list(fresh_ids) or [False] * len(recs)
     index_keys = [keys.message_key(r.topic, r.msg_id) if r else b"" for r in recs]
     looked_up = [k for k, new in zip(index_keys, fresh, strict=True) if k and not new]
-    found = iter(txn.get_many(CF.MESSAGES, looked_up))
+    raws = txn.get_many(CF.MESSAGES, looked_up)
+    if _all_new(txn, recs, index_keys, raws):
+        # The common batch (bench figure 2, a bulk load): staged a column at a time, with
+        # no savepoint, op call or put per message (in process: 3.6 -> 2.2 µs a message).
+        point = txn.savepoint()
+        plain = [r for r in recs if r is not None]
+        try:
+            sent = iter(_stage_timers(txn, plain, [k for k in index_keys if k]))
+        except Exception:  # a record that cannot be encoded: one at a time, to find it
+            txn.rollback(point)
+        else:
+            _count_scheduled(txn, plain)
+            return [None if r is None else next(sent) for r in recs]
+    found = iter(raws)
     seen: set[bytes] = set()
     out: list[SendOutcome | Exception | None] = []
-    scheduled: dict[str, int] = {}  # per topic: counted once per batch, not per message
+    scheduled: list[MessageRecord] = []
     for rec, index_key, new in zip(recs, index_keys, fresh, strict=True):
         if rec is None:
             out.append(None)
@@ -72,17 +87,42 @@ def send_many(
         seen.add(index_key)
         point = txn.savepoint()
         try:
-            sent = _send(txn, rec, index_key, raw)
+            sent_one = _send(txn, rec, index_key, raw)
         except Exception as exc:
             txn.rollback(point)
             out.append(exc)
             continue
-        out.append(sent)
-        if sent.created and sent.state is MessageState.SCHEDULED:
-            scheduled[rec.topic] = scheduled.get(rec.topic, 0) + 1
-    for topic, n in scheduled.items():
-        txn.count_topic(topic, scheduled=n)
+        out.append(sent_one)
+        if sent_one.created and sent_one.state is MessageState.SCHEDULED:
+            scheduled.append(rec)
+    _count_scheduled(txn, scheduled)
     return out
+
+
+def _all_new(
+    txn: Txn,
+    recs: Sequence[MessageRecord | None],
+    index_keys: list[bytes],
+    raws: list[bytes | None],
+) -> bool:
+    """Every record new (no index entry, its msg_id once in the batch) and due later
+    (None items: refused before, skipped)."""
+    now = txn.now_ms
+    live = [k for k in index_keys if k]
+    return (
+        not any(raws)
+        and all(r is None or r.deliver_at_ms > now for r in recs)
+        and len(set(live)) == len(live)
+    )
+
+
+def _count_scheduled(txn: Txn, recs: Sequence[MessageRecord]) -> None:
+    """The topics' scheduled counts: once per topic a batch, not once per message."""
+    counts: dict[str, int] = {}
+    for rec in recs:
+        counts[rec.topic] = counts.get(rec.topic, 0) + 1
+    for topic, n in counts.items():
+        txn.count_topic(topic, scheduled=n)
 
 
 def _send(txn: Txn, rec: MessageRecord, index_key: bytes, raw: bytes | None) -> SendOutcome:
@@ -105,24 +145,50 @@ def _send(txn: Txn, rec: MessageRecord, index_key: bytes, raw: bytes | None) -> 
         events.emit(txn, EventKind.SCHEDULED, encode_message(rec))
         deliver(txn, rec)
         state = MessageState.DELIVERED
-    else:
-        timer = message.timer_key_of(rec.deliver_at_ms, index_key)
+    else:  # one message of _stage_timers, a step at a time (the topic's count: the caller's)
         value = message.timer_value(rec)
-        txn.put(CF.TIMERS, timer, value)
-        # The event reads the record's head only, and the body comes last (records.py): a
-        # 128-byte body was two thirds of what each send's event wrote (bench figure 11).
-        events.emit(txn, EventKind.SCHEDULED, value[: len(value) - len(rec.body)])
-        txn.put(
-            CF.MESSAGES,
-            index_key,
-            INDEX.pack(_SCHEDULED, rec.deliver_at_ms, rec.created_at_ms, 0, 0),
-        )
-        txn.schedule_hint(rec.deliver_at_ms)  # the topic's count: by the caller, once
+        txn.put(CF.TIMERS, message.timer_key_of(rec.deliver_at_ms, index_key), value)
+        events.emit(txn, EventKind.SCHEDULED, value[: len(value) - len(rec.body)])  # its head
+        txn.put(CF.MESSAGES, index_key, _scheduled_entry(rec))
+        txn.schedule_hint(rec.deliver_at_ms)
         state = MessageState.SCHEDULED
-    # tuple.__new__: a NamedTuple's own __new__ is a Python call, half the cost (batch path)
-    return tuple.__new__(
-        SendOutcome, (True, rec.topic, rec.msg_id, state, rec.deliver_at_ms, rec.created_at_ms)
+    return SendOutcome(True, rec.topic, rec.msg_id, state, rec.deliver_at_ms, rec.created_at_ms)
+
+
+def _stage_timers(
+    txn: Txn, recs: list[MessageRecord], index_keys: list[bytes]
+) -> list[SendOutcome]:
+    """Schedule new messages due later, as columns: a timer key each with the encoded
+    record (workers/timers/message.py), its event (the record's head: storage/events.py)
+    and its index entry."""
+    now = txn.now_ms
+    recs = [r if r.created_at_ms else r._replace(created_at_ms=now) for r in recs]
+    values = [message.timer_value(r) for r in recs]
+    timer_of = message.timer_key_of
+    txn.put_many(
+        CF.TIMERS,
+        [
+            (timer_of(r.deliver_at_ms, k), v)
+            for r, k, v in zip(recs, index_keys, values, strict=True)
+        ],
     )
+    events.emit_many(txn, EventKind.SCHEDULED, values)
+    txn.put_many(CF.MESSAGES, list(zip(index_keys, map(_scheduled_entry, recs), strict=True)))
+    txn.schedule_hint(min(r.deliver_at_ms for r in recs))
+    txn.sync = True
+    # tuple.__new__: a NamedTuple's own __new__ is a Python call, half the cost
+    return [
+        tuple.__new__(
+            SendOutcome,
+            (True, r.topic, r.msg_id, _SCHEDULED_STATE, r.deliver_at_ms, r.created_at_ms),
+        )
+        for r in recs
+    ]
+
+
+def _scheduled_entry(rec: MessageRecord) -> bytes:
+    """A scheduled message's index entry (storage/records.py, IndexEntry)."""
+    return _INDEX(_SCHEDULED, rec.deliver_at_ms, rec.created_at_ms, 0, 0)
 
 
 def deliver(txn: Txn, rec: MessageRecord) -> int:

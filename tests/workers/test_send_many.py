@@ -1,0 +1,128 @@
+"""A batch send staged as columns (workers/messages.py, ``_stage_timers``) writes exactly
+what the same batch sent one message at a time writes: keys, values, counts, events and
+outcomes, whatever the batch holds (ids twice, ids already sent or cancelled, items
+refused before, messages due now)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from storage.event_table import decode
+from storage.records import MessageRecord
+from storage.store import CF, RocksStore
+from workers import messages
+from workers.txn import Txn
+
+NOW = 1_700_000_000_000
+END = b"\xff" * 64
+TOPICS = ("t", "u")
+
+
+def _record(topic: str, msg_id: str, delay_ms: int, tag: str | None) -> MessageRecord:
+    return MessageRecord(topic, msg_id, NOW + delay_ms, NOW, b"body " + msg_id.encode(), tag=tag)
+
+
+items = st.one_of(
+    st.none(),
+    st.builds(
+        _record,
+        st.sampled_from(TOPICS),
+        st.sampled_from([f"m{i}" for i in range(12)]),
+        st.sampled_from([-5, 0, 1, 60_000]),
+        st.sampled_from([None, "red"]),
+    ),
+)
+# ids sent before the batch, some cancelled since (their msg_id stays dead)
+earlier = st.dictionaries(st.sampled_from(["m0", "m1", "m2"]), st.booleans())
+
+
+class Stores:
+    def __init__(self, root: str) -> None:
+        self.bulk = RocksStore(f"{root}/bulk")
+        self.each = RocksStore(f"{root}/each")
+
+    def close(self) -> None:
+        self.bulk.close()
+        self.each.close()
+
+
+@pytest.fixture
+def stores() -> Iterator[Stores]:
+    with tempfile.TemporaryDirectory() as root:
+        pair = Stores(root)
+        try:
+            yield pair
+        finally:
+            pair.close()
+
+
+def _send(
+    store: RocksStore, batch: list[MessageRecord | None], fresh: list[bool], before: dict[str, bool]
+) -> tuple[list[Any], dict[str, list[tuple[bytes, bytes]]], list[dict[str, Any]]]:
+    txn = Txn(store, NOW - 10)
+    for msg_id, cancelled in before.items():
+        messages.send(txn, _record("t", msg_id, 60_000, None))
+        if cancelled:
+            messages.cancel(txn, "t", msg_id)
+    txn.commit(0)
+    txn = Txn(store, NOW)
+    out = messages.send_many(txn, batch, fresh)
+    txn.commit(txn.pending_delta)
+    written = {cf: store.scan(cf, b"", END, 10**6) for cf in CF.ALL if cf != CF.EVENTS}
+    events = decode(store.scan(CF.EVENTS, b"", END, 10**6)).to_pylist()
+    return [o if not isinstance(o, Exception) else repr(o) for o in out], written, events
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(batch=st.lists(items, min_size=1, max_size=12), before=earlier)
+def test_columns_write_what_one_at_a_time_writes(
+    batch: list[MessageRecord | None],
+    before: dict[str, bool],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fresh = [False] * len(batch)  # every id the client's: looked up
+    with tempfile.TemporaryDirectory() as root:
+        pair = Stores(root)
+        try:
+            bulk = _send(pair.bulk, batch, fresh, before)
+            with monkeypatch.context() as patch:
+                patch.setattr(messages, "_all_new", lambda *_: False)
+                each = _send(pair.each, batch, fresh, before)
+        finally:
+            pair.close()
+    assert bulk[0] == each[0]  # outcomes
+    assert bulk[1] == each[1]  # every key of every CF but the events
+    assert bulk[2] == each[2]  # the events, decoded
+
+
+def test_a_plain_batch_takes_the_columns(stores: Stores, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The common batch (new ids, due later; an item refused before is a None) is staged as
+    columns, once; an id twice in the batch sends it one message at a time."""
+    calls: list[int] = []
+    real = messages._stage_timers
+
+    def counted(txn: Txn, recs: list[MessageRecord], index_keys: list[bytes]) -> Any:
+        calls.append(len(recs))
+        return real(txn, recs, index_keys)
+
+    monkeypatch.setattr(messages, "_stage_timers", counted)
+    batch: list[MessageRecord | None] = [_record("t", f"n{i}", 60_000, None) for i in range(1000)]
+    batch[7] = None
+    out = messages.send_many(Txn(stores.bulk, NOW), batch, [True] * 1000)
+    assert calls == [999]
+    assert out[7] is None
+    assert all(isinstance(o, messages.SendOutcome) and o.created for o in out[:7] + out[8:])
+
+    calls.clear()
+    twice = [_record("t", "x", 60_000, None), _record("t", "x", 60_000, None)]
+    out = messages.send_many(Txn(stores.bulk, NOW), twice)
+    assert calls == []
+    assert [o.created for o in out if isinstance(o, messages.SendOutcome)] == [True, False]
