@@ -52,6 +52,7 @@ class Settings(BaseSettings):
     events: bool = bool(ENGINE_DEFAULTS["events"])
     events_seal_ms: int = Field(ENGINE_DEFAULTS["events_seal_ms"], ge=10)
     events_retention_ms: int = Field(ENGINE_DEFAULTS["events_retention_ms"], ge=1_000)
+    events_seal_process: bool = bool(ENGINE_DEFAULTS["events_seal_process"])
     # Deliveries this far behind (the oldest due timer not yet in its topic log): sends
     # get 429 + Retry-After and /readyz says "lagging", until back under half of it.
     due_backlog_limit_ms: int = Field(ENGINE_DEFAULTS["due_backlog_limit_ms"], ge=1)

@@ -14,25 +14,20 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from storage import events, keys
 from storage.errors import StorageError, WriterStopped
 from storage.store import CF, RocksStore
 from workers import gil
 from workers.clock import Clock
+from workers.sealer import ProcessSealer, Sealer, ThreadSealer
 from workers.thread import Periodic
 from workers.txn import Txn
 from workers.writer import Writer
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-
 SEGMENT_ROWS = 100_000  # events per segment: ~20 MB of columns in memory while sealed
 SCAN_VALUES = 64  # CF values (one batch's events each) read per scan
-DECODE_SLICE = 2_048  # events decoded at a time: numpy holds the GIL through each call,
-# ~10 ms a call for a segment of 100k events at once (lateness p99 1 -> 7 ms, max 60 ms
-# in bench figure 3 while the exporter sealed); a slice's calls take ~0.1 ms
 DEFER_LAG_MS = 20  # deliveries this far behind (a storm draining): a round waits for them
 # (100 let a seal run through the first tenth of figure 11's 1 s storm: drain with the event
 # log on 0.77-0.79 of off, 0.88-0.96 at 20; steady timers at figure 3's rate stay below it)
@@ -63,6 +58,7 @@ class Exporter(Periodic):
         retention_ms: int,
         segment_rows: int = SEGMENT_ROWS,
         behind: Callable[[], int] | None = None,
+        in_process: bool = True,
     ) -> None:
         # At start at once: what a crash left behind is sealed first.
         super().__init__(clock, seal_ms, at_start=True)
@@ -79,6 +75,13 @@ class Exporter(Periodic):
         self.rounds = 0  # exports run by the thread
         self._from = b""  # every event before this key is sealed and deleted
         self._newest: dict[str, int] = {}  # segment path -> its newest event_time_ms
+        # Where segments are decoded and written (workers/sealer.py): a child process, so
+        # that numpy and zstd never hold the server's GIL; or this thread.
+        self.sealer: Sealer = ProcessSealer() if in_process else ThreadSealer(self._give_way)
+
+    def stop(self) -> None:
+        super().stop()
+        self.sealer.close()
 
     def tick(self) -> None:
         self._round_started = self.clock.now_ms()
@@ -125,17 +128,18 @@ class Exporter(Periodic):
             if picked is None:
                 break
             self._give_way()
-            table = _decode(picked.entries, self._give_way)  # gives way after each slice
             # What was read may sit in the WAL unsynced: fsync it before the segment
             # exists, or a power cut could keep an event whose change it took away.
             self.store.sync_wal()
-            segments.write(self.root, table, picked.day, picked.first, picked.last)
+            rows = self.sealer.seal(
+                self.root, picked.entries, picked.day, picked.first, picked.last
+            )
             end = keys.event_key(picked.last + 1)
             self.writer.call(partial(_forget, begin=picked.entries[0][0], end=end), durable=False)
             self._from = end
             self.sealed += 1
-            self.exported += table.num_rows
-            total += table.num_rows
+            self.exported += rows
+            total += rows
         return total
 
     def expire(self) -> int:
@@ -177,25 +181,6 @@ class Exporter(Periodic):
                 last = fixed_last if fixed_last is not None else first + rows - 1
                 return Picked(picked, segments.day_of(day_start), first, last)
             cursor = keys.successor(found[-1][0])
-
-
-def _decode(
-    entries: list[tuple[bytes, bytes]], give_way: Callable[[], None] = gil.give_way
-) -> pa.Table:
-    """The entries as one table, decoded DECODE_SLICE events at a time (giving way between)."""
-    import pyarrow as pa
-
-    from storage.event_table import decode
-
-    tables: list[pa.Table] = []
-    start, rows = 0, 0
-    for i, (_, value) in enumerate(entries):
-        rows += events.count_and_time(value)[0]
-        if rows >= DECODE_SLICE or i == len(entries) - 1:
-            tables.append(decode(entries[start : i + 1]))
-            start, rows = i + 1, 0
-            give_way()
-    return pa.concat_tables(tables) if tables else decode(entries)
 
 
 def _forget(txn: Txn, begin: bytes, end: bytes) -> None:

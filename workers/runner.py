@@ -49,6 +49,7 @@ class EngineConfig:
     events: bool = True  # the event log (pipeline.md); off: no events, no exporter
     events_seal_ms: int = 10_000  # the exporter seals the event log at least this often
     events_retention_ms: int = 7 * 86_400_000  # sealed segments are kept this long
+    events_seal_process: bool = True  # seal in a child process (workers/sealer.py); off: in a thread
     due_backlog_limit_ms: int = 1_000  # deliveries this far behind: sends get 429
 
 
@@ -110,6 +111,7 @@ class Engine:
             seal_ms=config.events_seal_ms,
             retention_ms=config.events_retention_ms,
             behind=self.lag.age_ms,
+            in_process=config.events_seal_process,
         )
         # Push groups (app/push.py POSTs their messages), kept as their settings change;
         # each watcher hears of every change, on the event loop that made it.

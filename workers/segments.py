@@ -91,7 +91,9 @@ def write(root: str, table: pa.Table, day: str, first: int, last: int) -> Segmen
         os.makedirs(directory, exist_ok=True)
         _fsync_dir(root)
     name = f"part-{first}-{last}.parquet"
-    hidden = os.path.join(directory, "." + name)
+    # Hidden, and this process's own: a sealer orphaned by a SIGKILLed server may still be
+    # finishing the same range; it renames only the file it wrote (workers/sealer.py).
+    hidden = os.path.join(directory, f".{name}.{os.getpid()}")
     with open(hidden, "wb") as out:
         pq.write_table(
             table,

@@ -107,3 +107,47 @@ def test_clean_restart_keeps_timers_and_state(
         assert (
             c.post("/v1/topics/t/messages", json={"msg_id": "k4", "body": "x"}).status_code == 409
         )
+
+
+def _sealer_of(server_pid: int) -> int | None:
+    """The pid of the server's sealer process (workers/sealer.py), if it has one."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        if ppid == server_pid and b"workers.sealer" in cmdline:
+            return int(entry.name)
+    return None
+
+
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie left for its new parent to reap."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] == "Z"
+
+
+def test_the_sealer_process_ends_with_its_server(fresh_server: Callable[..., Server]) -> None:
+    """Killed (SIGKILL: no shutdown code runs) or stopped (SIGTERM), the server leaves no
+    sealer behind: the child ends when its stdin does."""
+    for stop in ("kill", "terminate"):
+        srv = fresh_server(ROCKTIMER_EVENTS_SEAL_MS="50")
+        with httpx.Client(base_url=srv.url, timeout=10) as c:
+            assert c.post("/v1/topics/t/messages", json={"body": stop}).status_code == 201
+        deadline = time.monotonic() + 20
+        while (child := _sealer_of(srv.pid)) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert child is not None, "the first seal starts the sealer"
+        getattr(srv, stop)()
+        deadline = time.monotonic() + 10
+        while not _gone(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(child), f"the sealer outlived its server ({stop})"
+        assert (srv.data_dir / "events").is_dir()

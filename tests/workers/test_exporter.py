@@ -18,7 +18,7 @@ from tests.workers.conftest import EngineFactory
 from tests.workers.support import record, run, wait_until
 from tests.workers.test_events import END, NEVER, S, cf_events, quiet_engine
 from workers import exporter as exporter_module
-from workers import segments
+from workers import sealer, segments
 from workers.clock import FakeClock
 from workers.exporter import Exporter
 from workers.runner import Engine
@@ -33,8 +33,17 @@ def send_batches(engine: Engine, clock: FakeClock, batches: int, size: int, tag:
 
 
 def exporter(engine: Engine, clock: FakeClock, rows: int = 100) -> Exporter:
+    """An exporter beside the engine's, sealing in its own thread: the crash tests below
+    break os.replace or segments.write in this process (a child process is tested in
+    tests/workers/test_sealer.py)."""
     return Exporter(
-        engine.store, engine.writer, clock, seal_ms=NEVER, retention_ms=DAY, segment_rows=rows
+        engine.store,
+        engine.writer,
+        clock,
+        seal_ms=NEVER,
+        retention_ms=DAY,
+        segment_rows=rows,
+        in_process=False,
     )
 
 
@@ -99,7 +108,8 @@ def test_a_crash_before_the_rename_leaves_only_a_hidden_file(
     with pytest.raises(OSError, match="rename"):
         exporter(engine, clock).export()
     day = segments.day_of(clock.now_ms())
-    assert files(engine) == [f"date={day}/.part-0-9.parquet"], "invisible to Spark"
+    hidden = f"date={day}/.part-0-9.parquet.{os.getpid()}"  # this process's own
+    assert files(engine) == [hidden], "invisible to Spark"
     assert pq.read_table(Path(engine.store.path) / "events" / files(engine)[0]).num_rows == 10
     assert cf_events(engine.store) == expected, "nothing deleted before the rename"
     monkeypatch.undo()
@@ -223,14 +233,16 @@ def test_a_segment_decoded_in_slices_equals_it_decoded_at_once(
     for i in range(17):
         run(engine.send(record("t", f"one-{i}", clock.now_ms() + 3_600 * S)))
     entries = engine.store.scan(CF.EVENTS, b"", END, 10**9)
-    monkeypatch.setattr(exporter_module, "DECODE_SLICE", 30)
-    sliced = exporter_module._decode(entries)
+    gave_way: list[int] = []
+    monkeypatch.setattr(sealer, "DECODE_SLICE", 30)
+    sliced = sealer.decode(entries, lambda: gave_way.append(1))
     assert sliced.num_rows == 217
     assert len(sliced.column(0).chunks) > 5
+    assert len(gave_way) == len(sliced.column(0).chunks)
     assert sliced.to_pylist() == decode(entries).to_pylist()
-    monkeypatch.setattr(exporter_module, "DECODE_SLICE", 1)
-    assert exporter_module._decode(entries).to_pylist() == cf_events(engine.store)
-    assert exporter_module._decode([]).num_rows == 0
+    monkeypatch.setattr(sealer, "DECODE_SLICE", 1)
+    assert sealer.decode(entries, lambda: None).to_pylist() == cf_events(engine.store)
+    assert sealer.decode([], lambda: None).num_rows == 0
 
 
 def test_a_round_waits_while_a_storm_drains_but_not_longer_than_its_bound(
@@ -272,3 +284,4 @@ def test_a_round_waits_while_a_storm_drains_but_not_longer_than_its_bound(
     finally:
         lag[0] = 0
         round_.join(10)
+        ex.sealer.close()  # its child process (never started as a thread: no stop)

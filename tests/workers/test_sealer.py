@@ -1,0 +1,102 @@
+"""The sealer's child process (workers/sealer.py), for real: it writes what the exporter's
+thread writes, comes back after it dies, and answers an error with its reason."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from storage import keys
+from storage.events import EventKind, Staged
+from storage.records import MessageRecord, encode_message
+from workers import segments
+from workers.sealer import ProcessSealer, ThreadSealer
+
+DAY = "2026-11-26"
+
+
+def entries(first: int, n: int) -> list[tuple[bytes, bytes]]:
+    """``n`` events from seq ``first``, as two values of the events CF."""
+    out: list[tuple[bytes, bytes]] = []
+    seq = first
+    for part in (n // 2, n - n // 2):
+        staged = Staged()
+        for i in range(part):
+            rec = MessageRecord("t", f"m{seq + i}", 1_000 + i, 500, b"body", tag="red")
+            staged.add(EventKind.SCHEDULED, encode_message(rec))
+        out.append((keys.event_key(seq), staged.encode(2_000)))
+        seq += part
+    return out
+
+
+@pytest.fixture
+def child() -> Iterator[ProcessSealer]:
+    sealer = ProcessSealer()
+    yield sealer
+    sealer.close()
+
+
+def test_the_child_writes_what_the_thread_writes(tmp_path: Path, child: ProcessSealer) -> None:
+    batch = entries(0, 50)
+    assert child.seal(str(tmp_path / "a"), batch, DAY, 0, 49) == 50
+    assert ThreadSealer(lambda: None).seal(str(tmp_path / "b"), batch, DAY, 0, 49) == 50
+    (a,) = segments.segments(str(tmp_path / "a"))
+    (b,) = segments.segments(str(tmp_path / "b"))
+    assert os.path.basename(a.path) == os.path.basename(b.path) == "part-0-49.parquet"
+    assert pq.read_table(a.path).to_pylist() == pq.read_table(b.path).to_pylist()
+    assert child.pid is not None
+    assert child.pid != os.getpid()
+
+
+def test_a_dead_child_is_replaced_at_the_next_segment(tmp_path: Path, child: ProcessSealer) -> None:
+    root = str(tmp_path)
+    assert child.seal(root, entries(0, 10), DAY, 0, 9) == 10
+    assert child.proc is not None
+    child.proc.send_signal(signal.SIGKILL)
+    child.proc.wait()
+    assert child.seal(root, entries(10, 10), DAY, 10, 19) == 10
+    assert child.started == 2
+    assert [(s.first, s.last) for s in segments.segments(root)] == [(0, 9), (10, 19)]
+
+
+def test_a_child_killed_mid_request_is_an_oserror_and_the_next_seal_works(
+    tmp_path: Path, child: ProcessSealer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = str(tmp_path)
+    assert child.seal(root, entries(0, 4), DAY, 0, 3) == 4
+    assert child.proc is not None
+    dead = child.proc
+    dead.send_signal(signal.SIGKILL)
+    dead.wait()
+    # As if it died after the exporter looked: the request itself fails.
+    monkeypatch.setattr(dead, "poll", lambda: None)
+    with pytest.raises(OSError, match="the sealer process failed"):
+        child.seal(root, entries(4, 4), DAY, 4, 7)
+    assert child.proc is None  # closed: the next seal starts another
+    assert child.seal(root, entries(4, 4), DAY, 4, 7) == 4
+
+
+def test_an_error_in_the_child_comes_back_with_its_reason(
+    tmp_path: Path, child: ProcessSealer
+) -> None:
+    blocked = tmp_path / "events"
+    blocked.write_text("a file where the events directory goes")
+    with pytest.raises(OSError, match=r"FileExistsError|NotADirectoryError"):
+        child.seal(str(blocked), entries(0, 4), DAY, 0, 3)
+    pid = child.pid
+    assert child.seal(str(tmp_path / "ok"), entries(0, 4), DAY, 0, 3) == 4
+    assert child.pid == pid, "an error in a seal does not end the child"
+
+
+def test_closing_ends_the_child(child: ProcessSealer, tmp_path: Path) -> None:
+    child.seal(str(tmp_path), entries(0, 2), DAY, 0, 1)
+    proc = child.proc
+    assert proc is not None
+    child.close()
+    assert proc.returncode == 0
+    assert child.proc is None
