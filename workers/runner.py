@@ -49,7 +49,7 @@ class EngineConfig:
     events: bool = True  # the event log (pipeline.md); off: no events, no exporter
     events_seal_ms: int = 10_000  # the exporter seals the event log at least this often
     events_retention_ms: int = 7 * 86_400_000  # sealed segments are kept this long
-    events_seal_process: bool = True  # seal in a child process (workers/sealer.py); off: in a thread
+    events_seal_process: bool = True  # seal in a child process (workers/sealer.py), not a thread
     due_backlog_limit_ms: int = 1_000  # deliveries this far behind: sends get 429
 
 
