@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from bench import (
+    ab,
     batch,
     events,
     growth,
@@ -273,3 +274,16 @@ def test_stream_figure_runs() -> None:
     assert memory.result.endswith(" MiB")
     assert probes.notes.startswith("10/10 probes arrived (one stream: 10)")
     rendered(rows)
+
+
+@pytest.mark.slow
+def test_ab_runs_both_modes() -> None:
+    tree = Path(__file__).resolve().parents[2]
+    for mode in ("batch", "single"):
+        a, b, ratios = ab.compare(
+            tree, tree, env_a={"ROCKTIMER_EVENTS": "false"}, env_b={}, mode=mode, rounds=2, size=2
+        )
+        assert len(ratios) == 2
+        assert a.sent > 0
+        assert b.sent > 0
+        assert a.cpu_s > 0
