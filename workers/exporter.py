@@ -3,10 +3,11 @@
 At least every ``seal_ms`` it takes the events in the ``events`` CF, oldest first, in
 segments of at most ``segment_rows`` events of one UTC day (a batch's events are never
 split, so a segment may exceed that by one batch), has each written (workers/sealer.py:
-by a child process, off the server's GIL; workers/segments.py: the files), and then deletes its range from the CF through the writer. A crash between the two
-leaves the range in the CF; the next export finds the segment that starts there and
-writes that same range under that same name again: no second copy, no lost event.
-Memory is bounded by one segment. Segments older than ``retention_ms`` are deleted.
+by a child process, off the server's GIL; workers/segments.py: the files), and then
+deletes its range from the CF through the writer. A crash between the two leaves the
+range in the CF; the next export finds the segment that starts there and writes that same
+range under that same name again: no second copy, no lost event. Memory is bounded by
+one segment. Segments older than ``retention_ms`` are deleted.
 """
 
 from __future__ import annotations
