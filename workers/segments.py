@@ -18,10 +18,10 @@ import datetime as dt
 import os
 import re
 import shutil
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 DAY_MS = 86_400_000
 _PART = re.compile(r"^part-(\d+)-(\d+)\.parquet$")
@@ -86,6 +86,10 @@ def sealed_from(root: str, first: int) -> Segment | None:
 
 def write(root: str, table: pa.Table, day: str, first: int, last: int) -> Segment:
     """Seal ``table`` (events ``first..last`` of ``day``) as a segment, atomically."""
+    # pyarrow here, not at the top: the server lists, finds and expires segments, and only
+    # its sealer process (workers/sealer.py) writes them; ~50 MiB it never needs.
+    import pyarrow.parquet as pq
+
     directory = os.path.join(root, f"date={day}")
     if not os.path.isdir(directory):
         os.makedirs(directory, exist_ok=True)
@@ -152,13 +156,16 @@ def expire(root: str, cutoff_ms: int, newest: dict[str, int]) -> int:
 
 
 def _newest_ms(path: str) -> int:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
     meta = pq.read_metadata(path)
     newest = 0
     for i in range(meta.num_row_groups):
         stats = meta.row_group(i).column(_TIME_COLUMN).statistics
         if stats is None or not stats.has_min_max:  # not written by us: read the column
             times = pq.read_table(path, columns=["event_time_ms"]).column(0)
-            return int(pa.compute.max(times).as_py() or 0)
+            return int(pc.max(times).as_py() or 0)
         newest = max(newest, int(stats.max))
     return newest
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,3 +102,29 @@ def test_closing_ends_the_child(child: ProcessSealer, tmp_path: Path) -> None:
     child.close()
     assert proc.returncode == 0
     assert child.proc is None
+
+
+def test_a_server_sealing_in_a_child_never_imports_pyarrow(tmp_path: Path) -> None:
+    """~50 MiB of the server's RSS that only the sealer needs."""
+    script = f"""
+import asyncio, sys
+from storage.records import MessageRecord
+from workers.clock import RealClock
+from workers.runner import Engine, EngineConfig
+engine = Engine(EngineConfig(data_dir={str(tmp_path / "data")!r}, events_seal_ms=3_600_000))
+engine.start()
+try:
+    now = engine.clock.now_ms()
+    asyncio.run(engine.send(MessageRecord("t", "m", now + 60_000, now, b"x")))
+    assert engine.exporter.export() == 1
+    engine.exporter.expire()
+finally:
+    engine.stop()
+assert "pyarrow" not in sys.modules, "pyarrow imported"
+assert "numpy" not in sys.modules, "numpy imported"
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(segments.segments(str(tmp_path / "data" / "events"))) == 1
