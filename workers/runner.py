@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import cast
 
 from storage import keys
 from storage.errors import PushedGroup, RocktimerError
@@ -118,6 +119,12 @@ class Engine:
         self.push_groups: dict[tuple[str, str], PushSettings] = browse.push_groups(self.store)
         self.settings_watchers: list[Callable[[str, str, GroupSettings], None]] = []
         self.started = False
+        # Single sends waiting for their turn of the loop to end (send), and the tasks
+        # that send them together.
+        self._sends: dict[
+            asyncio.AbstractEventLoop, list[tuple[MessageRecord, bool, asyncio.Future[ItemOutcome]]]
+        ] = {}
+        self._send_tasks: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         gil.coarse()  # the scanner makes it fine while timers fall due (workers/gil.py)
@@ -161,10 +168,43 @@ class Engine:
     # --- producer calls ------------------------------------------------------------------
 
     async def send(self, rec: MessageRecord, *, fresh_id: bool = False) -> messages.SendOutcome:
-        """``fresh_id``: the msg_id was made by the server just now (see messages.send)."""
-        return await self.writer.submit(
-            lambda txn: messages.send(txn, rec, fresh_id=fresh_id), durable=True, grows=True
-        )
+        """``fresh_id``: the msg_id was made by the server just now (see messages.send).
+
+        The sends that arrive in one turn of the event loop go to the writer together, as
+        one ``send_batch`` (each still succeeds or fails alone): their messages staged as
+        columns in one op, run on the loop when the writer is idle, instead of an op, a
+        savepoint and a thread hand-off each (figure 1, bench.ab: the server's CPU a
+        request 141 -> 112 µs, 1.23 × the requests/s). A send waiting for its turn to end
+        counts as a queued op, so a full queue refuses it as before (Overloaded, 429);
+        once queued, a turn's sends are one op a part (GROUP_COMMIT_MAX_ITEMS)."""
+        loop = asyncio.get_running_loop()
+        waiting = self._sends.setdefault(loop, [])
+        self.writer.check_room(len(waiting))
+        future: asyncio.Future[ItemOutcome] = loop.create_future()
+        waiting.append((rec, fresh_id, future))
+        if len(waiting) == 1:
+            loop.call_soon(self._send_waiting, loop)
+        out = await future
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+    def _send_waiting(self, loop: asyncio.AbstractEventLoop) -> None:
+        task = loop.create_task(self._send_together(self._sends.pop(loop)))
+        self._send_tasks.add(task)  # the loop keeps a weak reference only
+        task.add_done_callback(self._send_tasks.discard)
+
+    async def _send_together(
+        self, waiting: list[tuple[MessageRecord, bool, asyncio.Future[ItemOutcome]]]
+    ) -> None:
+        outs: list[ItemOutcome | None]
+        try:
+            outs = await self.send_batch([w[0] for w in waiting], [w[1] for w in waiting])
+        except Exception as exc:  # refused or failed as a whole: each send fails with it
+            outs = [exc] * len(waiting)
+        for (_, _, future), out in zip(waiting, outs, strict=True):
+            if not future.done():  # else its client went away
+                future.set_result(cast(ItemOutcome, out))  # no None: every record is one
 
     async def send_batch(
         self, recs: Sequence[MessageRecord | None], fresh_ids: Sequence[bool] = ()

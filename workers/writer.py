@@ -284,12 +284,18 @@ class Writer(_Loop):
             self._cond.notify()
         return future
 
-    def _check_room(self) -> None:
-        """Refuse a client op (under ``_cond``): stopping, or the queue is full."""
+    def _check_room(self, waiting: int = 0) -> None:
+        """Refuse a client op (under ``_cond``): stopping, or the queue is full (with
+        ``waiting`` ops more on their way: Engine.send's)."""
         if not self._running:
             raise WriterStopped("the service is shutting down")
-        if len(self._clients) >= self.queue_size:
+        if len(self._clients) + waiting >= self.queue_size:
             raise Overloaded()
+
+    def check_room(self, waiting: int = 0) -> None:
+        """Raise as ``submit`` would for a client op now (with ``waiting`` more before it)."""
+        with self._cond:
+            self._check_room(waiting)
 
     def submit_parts(
         self, parts: Sequence[tuple[Callable[[Txn], T], int]], *, durable: bool, grows: bool = False
