@@ -55,6 +55,15 @@ class EngineConfig:
 
 
 ItemOutcome = messages.SendOutcome | Exception
+# A single send waiting for its turn of the event loop to end: record, fresh id, answer.
+_WaitingSend = tuple[MessageRecord, bool, "asyncio.Future[ItemOutcome]"]
+
+
+def _answer(waiting: list[_WaitingSend], outs: Sequence[ItemOutcome | None]) -> None:
+    for (_, _, future), out in zip(waiting, outs, strict=True):
+        if not future.done():  # else its client went away
+            future.set_result(cast(ItemOutcome, out))  # no None: every record is one
+
 
 # Lateness buckets in ms: the target is p99 <= 10 ms, so resolve the low end finely.
 LATENESS_BUCKETS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 60_000)
@@ -121,9 +130,7 @@ class Engine:
         self.started = False
         # Single sends waiting for their turn of the loop to end (send), and the tasks
         # that send them together.
-        self._sends: dict[
-            asyncio.AbstractEventLoop, list[tuple[MessageRecord, bool, asyncio.Future[ItemOutcome]]]
-        ] = {}
+        self._sends: dict[asyncio.AbstractEventLoop, list[_WaitingSend]] = {}
         self._send_tasks: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
@@ -175,8 +182,8 @@ class Engine:
         columns in one op, run on the loop when the writer is idle, instead of an op, a
         savepoint and a thread hand-off each (figure 1, bench.ab: the server's CPU a
         request 141 -> 112 µs, 1.23 × the requests/s). A send waiting for its turn to end
-        counts as a queued op, so a full queue refuses it as before (Overloaded, 429);
-        once queued, a turn's sends are one op a part (GROUP_COMMIT_MAX_ITEMS)."""
+        counts as a queued request, and so does each send of a queued op: a full queue
+        refuses the same sends it did one op each (Overloaded, 429)."""
         loop = asyncio.get_running_loop()
         waiting = self._sends.setdefault(loop, [])
         self.writer.check_room(len(waiting))
@@ -190,21 +197,31 @@ class Engine:
         return out
 
     def _send_waiting(self, loop: asyncio.AbstractEventLoop) -> None:
-        task = loop.create_task(self._send_together(self._sends.pop(loop)))
+        """At the end of a turn: its sends go to the writer now (so the queue counts them
+        before the next turn's sends ask for room), their answers come in a task."""
+        waiting = self._sends.pop(loop)
+        recs = [w[0] for w in waiting]
+        try:
+            parts = self._submit_batch(recs, [w[1] for w in waiting], per_message=True)
+        except Exception as exc:  # refused as a whole (Overloaded, WriterStopped)
+            _answer(waiting, [exc] * len(waiting))
+            return
+        task = loop.create_task(self._send_together(waiting, recs, parts))
         self._send_tasks.add(task)  # the loop keeps a weak reference only
         task.add_done_callback(self._send_tasks.discard)
 
     async def _send_together(
-        self, waiting: list[tuple[MessageRecord, bool, asyncio.Future[ItemOutcome]]]
+        self,
+        waiting: list[_WaitingSend],
+        recs: list[MessageRecord],
+        parts: list[asyncio.Future[list[ItemOutcome | None]]],
     ) -> None:
-        outs: list[ItemOutcome | None]
+        outs: Sequence[ItemOutcome | None]
         try:
-            outs = await self.send_batch([w[0] for w in waiting], [w[1] for w in waiting])
-        except Exception as exc:  # refused or failed as a whole: each send fails with it
+            outs = await self._batch_outcomes(recs, parts)
+        except Exception as exc:  # failed as a whole: each send fails with it
             outs = [exc] * len(waiting)
-        for (_, _, future), out in zip(waiting, outs, strict=True):
-            if not future.done():  # else its client went away
-                future.set_result(cast(ItemOutcome, out))  # no None: every record is one
+        _answer(waiting, outs)
 
     async def send_batch(
         self, recs: Sequence[MessageRecord | None], fresh_ids: Sequence[bool] = ()
@@ -213,8 +230,16 @@ class Engine:
         batch in parts of GROUP_COMMIT_MAX_ITEMS (so due timers never wait for all of it);
         a part that fails as a whole (the disk filled up meanwhile) fails its items, and if
         every part failed, the request fails."""
+        return await self._batch_outcomes(recs, self._submit_batch(recs, fresh_ids))
+
+    def _submit_batch(
+        self,
+        recs: Sequence[MessageRecord | None],
+        fresh_ids: Sequence[bool],
+        *,
+        per_message: bool = False,
+    ) -> list[asyncio.Future[list[ItemOutcome | None]]]:
         size = GROUP_COMMIT_MAX_ITEMS
-        cuts = range(0, len(recs), size)
         parts = [
             (
                 partial(
@@ -222,16 +247,22 @@ class Engine:
                 ),
                 len(recs[i : i + size]),
             )
-            for i in cuts
+            for i in range(0, len(recs), size)
         ]
-        done = await asyncio.gather(
-            *self.writer.submit_parts(parts, durable=True, grows=True), return_exceptions=True
-        )
+        return self.writer.submit_parts(parts, durable=True, grows=True, per_message=per_message)
+
+    async def _batch_outcomes(
+        self,
+        recs: Sequence[MessageRecord | None],
+        parts: list[asyncio.Future[list[ItemOutcome | None]]],
+    ) -> list[ItemOutcome | None]:
+        size = GROUP_COMMIT_MAX_ITEMS
+        done = await asyncio.gather(*parts, return_exceptions=True)
         failed = [part for part in done if isinstance(part, BaseException)]
         if failed and (len(failed) == len(done) or not isinstance(failed[0], Exception)):
             raise failed[0]  # nothing written: the request fails as one (503, 507 …)
         out: list[ItemOutcome | None] = []
-        for i, part in zip(cuts, done, strict=True):
+        for i, part in zip(range(0, len(recs), size), done, strict=True):
             if isinstance(part, Exception):
                 out.extend(None if r is None else part for r in recs[i : i + size])
             else:

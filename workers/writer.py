@@ -111,6 +111,7 @@ class _Op:
     future: asyncio.Future[Any] | concurrent.futures.Future[Any]
     grows: bool = False  # adds data (a send): refused while the disk is nearly full
     weight: int = 1  # messages it handles (GROUP_COMMIT_MAX_ITEMS)
+    requests: int = 1  # client requests it answers (single sends sent together: several)
     move: bool = False  # moves due timers (the deliverer's op: see _take)
 
 
@@ -128,6 +129,7 @@ class _ClientQueue:
         self._drains: deque[_Op] = deque()
         self._grows: deque[_Op] = deque()
         self._drain_turns = 0  # drains taken in a row while sends waited
+        self.requests = 0  # the client requests the queued ops answer (the queue's bound)
 
     def __len__(self) -> int:
         return len(self._drains) + len(self._grows)
@@ -137,6 +139,7 @@ class _ClientQueue:
 
     def append(self, op: _Op) -> None:
         self._queue(op).append(op)
+        self.requests += op.requests
 
     def extend(self, ops: Sequence[_Op]) -> None:
         for op in ops:
@@ -146,6 +149,7 @@ class _ClientQueue:
         """Ops taken but not started go back to the head of their queue, in order."""
         for op in reversed(ops):
             self._queue(op).appendleft(op)
+            self.requests += op.requests
 
     def take(self, max_weight: int) -> list[_Op]:
         """Ops worth at most ``max_weight`` messages (or the one at the head, if it weighs
@@ -160,6 +164,7 @@ class _ClientQueue:
             while queue and (not ops or weight + queue[0].weight <= max_weight):
                 weight += queue[0].weight
                 ops.append(queue.popleft())
+        self.requests -= sum(op.requests for op in ops)
         return ops
 
 
@@ -237,7 +242,8 @@ class Writer(_Loop):
 
     @property
     def queue_depth(self) -> int:
-        return len(self._clients)
+        """Client requests waiting (single sends sent together count one each)."""
+        return self._clients.requests
 
     @property
     def move_due(self) -> bool:
@@ -289,7 +295,7 @@ class Writer(_Loop):
         ``waiting`` ops more on their way: Engine.send's)."""
         if not self._running:
             raise WriterStopped("the service is shutting down")
-        if len(self._clients) + waiting >= self.queue_size:
+        if self._clients.requests + waiting >= self.queue_size:
             raise Overloaded()
 
     def check_room(self, waiting: int = 0) -> None:
@@ -298,18 +304,27 @@ class Writer(_Loop):
             self._check_room(waiting)
 
     def submit_parts(
-        self, parts: Sequence[tuple[Callable[[Txn], T], int]], *, durable: bool, grows: bool = False
+        self,
+        parts: Sequence[tuple[Callable[[Txn], T], int]],
+        *,
+        durable: bool,
+        grows: bool = False,
+        per_message: bool = False,
     ) -> list[asyncio.Future[T]]:
         """Submit one client request's work in parts, each ``(fn, weight)`` an op of its own
         (a batch send of 1000 in parts of GROUP_COMMIT_MAX_ITEMS), so that a move of due
         timers waits behind one part at most. Accepted or refused (Overloaded) as a whole:
         no request is left half done. Parts run inline, as ``submit``'s, while the writer
         stays idle; once anything else is queued (a move that fell due meanwhile), the rest
-        queue behind it."""
+        queue behind it. ``per_message``: each message is a request of its own (single
+        sends sent together, Engine.send), for the queue's bound."""
         loop = asyncio.get_running_loop()
-        ops = [_Op(fn, durable, loop.create_future(), grows, weight) for fn, weight in parts]
-        with self._cond:
-            self._check_room()
+        ops = [
+            _Op(fn, durable, loop.create_future(), grows, weight, weight if per_message else 1)
+            for fn, weight in parts
+        ]
+        with self._cond:  # single sends sent together: the last of them must fit too
+            self._check_room(sum(op.requests for op in ops) - 1 if per_message else 0)
         for i, op in enumerate(ops):
             if not self._run_inline(op):
                 with self._cond:

@@ -76,13 +76,16 @@ def test_clean_stop_leaves_no_thread_and_loses_no_write(
 
 def test_full_writer_queue_answers_429_with_retry_after(live: Callable[..., Any]) -> None:
     with live(writer_queue_size=2) as app:
-        release = threading.Event()
+        release, held = threading.Event(), threading.Event()
 
         def block(_: Txn) -> None:
+            held.set()
             release.wait(20)
 
         blocker = threading.Thread(target=lambda: app.engine.writer.call(block, durable=False))
         blocker.start()
+        # Held before the burst: an idle writer would run the first sends on the loop.
+        assert held.wait(10), "the writer never took the blocking op"
 
         async def burst() -> list[httpx.Response]:
             async with httpx.AsyncClient(base_url=app.url, timeout=30) as c:
@@ -91,10 +94,10 @@ def test_full_writer_queue_answers_429_with_retry_after(live: Callable[..., Any]
                     for i in range(6)
                 ]
                 first = [asyncio.ensure_future(s) for s in sends]
-                # Two fit the queue behind the held writer (one op each, or one op for both
-                # if they came in one turn of the server's loop); the other four are answered.
+                # Two fit the queue behind the held writer (whether they came in one turn of
+                # the server's loop, one op, or in two); the other four are answered.
                 deadline = time.monotonic() + 20
-                while app.engine.writer.queue_depth < 1 or sum(f.done() for f in first) < 4:
+                while app.engine.writer.queue_depth < 2 or sum(f.done() for f in first) < 4:
                     assert time.monotonic() < deadline, "the burst never filled the queue"
                     await asyncio.sleep(0.01)
                 release.set()

@@ -429,6 +429,44 @@ def test_a_worker_threads_inline_call_runs_on_that_thread_unless_the_writer_is_b
     assert store.get(CF.META, b"inline") == b"1"
 
 
+def test_parts_of_single_sends_count_one_request_a_message(
+    store: RecordingStore, clock: FakeClock
+) -> None:
+    """Single sends sent together (Engine.send) are one op, but the queue's bound counts
+    each: a full queue refuses what it would have refused one send at a time."""
+    writer = Writer(store, clock, queue_size=4)
+    writer.start()
+    try:
+
+        async def scenario() -> None:
+            gate = Gate()
+            held = writer.submit(gate.op, durable=False)
+            gate.wait_entered()
+            three = writer.submit_parts(
+                [(put_op(CF.META, b"three", b"v"), 3)], durable=False, per_message=True
+            )
+            assert writer.queue_depth == 3
+            writer.check_room()  # one more fits
+            with pytest.raises(Overloaded):
+                writer.check_room(1)  # one more waiting for its turn, and this one: no
+            with pytest.raises(Overloaded):
+                writer.submit_parts(
+                    [(put_op(CF.META, b"two", b"v"), 2)], durable=False, per_message=True
+                )
+            batch = writer.submit_parts([(put_op(CF.META, b"part", b"v"), 3)], durable=False)
+            assert writer.queue_depth == 4  # a batch send's part: one request
+            gate.release.set()
+            await held
+            await asyncio.gather(*three, *batch)
+            assert writer.queue_depth == 0
+
+        run(scenario())
+        assert store.get(CF.META, b"two") is None
+    finally:
+        Gate.release_all()
+        writer.stop()
+
+
 def test_submit_raises_overloaded_when_the_client_queue_is_full(
     store: RecordingStore, clock: FakeClock
 ) -> None:
