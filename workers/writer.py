@@ -17,7 +17,10 @@ Moves are taken before any client op; client ops queued behind a waiting move st
 (an op that would have run inline queues instead, and the writer thread puts back what it
 took but did not start); once the writer thread has work in hand, no op runs inline in
 front of it; and when a batch ends while the scanner waits for it to see a due timer, the
-writer keeps the next slot for that timer's move (MOVE_HANDOFF_S at most).
+writer keeps the next slot for that timer's move (MOVE_HANDOFF_S at most). One exception:
+after a move, one waiting unit of receives or acks (the last leg of a delivery) goes before
+the next move, so that consumers are not held behind an endless chain of moves while timers
+fall due back to back; sends are.
 """
 
 from __future__ import annotations
@@ -151,14 +154,19 @@ class _ClientQueue:
             self._queue(op).appendleft(op)
             self.requests += op.requests
 
-    def take(self, max_weight: int) -> list[_Op]:
+    def take(self, max_weight: int, *, drains_only: bool = False) -> list[_Op]:
         """Ops worth at most ``max_weight`` messages (or the one at the head, if it weighs
-        more), from the queue whose turn it is first. Only when not empty."""
+        more), from the queue whose turn it is first (``drains_only``: from the drains,
+        out of turn). Only when not empty."""
         ops: list[_Op] = []
         weight = 0
         grows_first = self._drain_turns >= DRAIN_TURNS
-        order = (self._grows, self._drains) if grows_first else (self._drains, self._grows)
-        if self._drains and self._grows:
+        order: tuple[deque[_Op], ...] = (
+            (self._grows, self._drains) if grows_first else (self._drains, self._grows)
+        )
+        if drains_only:
+            order = (self._drains,)
+        elif self._drains and self._grows:
             self._drain_turns = 0 if grows_first else self._drain_turns + 1
         for queue in order:
             while queue and (not ops or weight + queue[0].weight <= max_weight):
@@ -166,6 +174,11 @@ class _ClientQueue:
                 ops.append(queue.popleft())
         self.requests -= sum(op.requests for op in ops)
         return ops
+
+    @property
+    def draining(self) -> bool:
+        """Ops that drain the store wait."""
+        return bool(self._drains)
 
 
 class Writer(_Loop):
@@ -197,8 +210,9 @@ class Writer(_Loop):
         # The writer thread took ops and has not finished them: nothing runs inline meanwhile.
         self._in_hand = False
         # The scanner waits for the batch being written to end before it can pick up a due
-        # timer (wait_horizon): the next slot is that timer's move.
+        # timer (wait_horizon): the next slot is that timer's move (but see _take).
         self._move_due = False
+        self._moved_last = False  # the last batch written moved due timers (see _take)
         # Held by whoever is writing a batch: the writer thread, or the event loop running
         # an op inline (submit). Everything _process_batch touches is under it.
         self._batch_lock = threading.Lock()
@@ -409,26 +423,34 @@ class Writer(_Loop):
 
     # --- the thread ----------------------------------------------------------------------
 
-    def _take(self) -> list[_Op] | None:
+    def _take(self) -> tuple[list[_Op], bool] | None:
         """Every move waiting, as a batch of their own; else client ops worth at most
-        GROUP_COMMIT_MAX_ITEMS messages (or the one op at the head, if it weighs more)."""
+        GROUP_COMMIT_MAX_ITEMS messages (or the one op at the head, if it weighs more).
+        With them, whether they are the consumers' turn after a move (not put back)."""
         with self._cond:
             while not self._clients and not self._internal:
                 if not self._running:
                     return None
                 self._cond.wait()
-            if self._move_due:  # see wait_horizon
+            # After a move, a waiting receive or ack (the last leg of a delivery) goes
+            # before the next one: while timers fall due back to back the scanner always
+            # waits on the batch being written, and moves kept the slot one after another
+            # while a consumer's receive waited behind them (bench figure 3 (b): receives
+            # queued 30-50 ms behind chains of moves). Sends still wait for the moves.
+            consumer_turn = self._moved_last and self._clients.draining
+            if self._move_due and not consumer_turn:  # see wait_horizon
                 # For the move itself: an exporter's or sweeper's op that came first would
                 # otherwise take the slot and let the client work go ahead of the move.
                 self._cond.wait_for(self._move_queued, MOVE_HANDOFF_S)
             self._move_due = False
             self._in_hand = True
-            if self._internal:
+            if self._internal and not consumer_turn:
                 ops = list(self._internal)
                 self._internal.clear()
                 self._cond.notify_all()  # room in the internal queue
-                return ops
-            return self._clients.take(GROUP_COMMIT_MAX_ITEMS)
+                return ops, False
+            ops = self._clients.take(GROUP_COMMIT_MAX_ITEMS, drains_only=consumer_turn)
+            return ops, consumer_turn
 
     def _move_queued(self) -> bool:
         return any(op.move for op in self._internal)
@@ -440,9 +462,10 @@ class Writer(_Loop):
 
     def _run(self) -> None:
         while True:
-            ops = self._take()
-            if ops is None:
+            taken = self._take()
+            if taken is None:
                 return
+            ops, consumer_turn = taken
             try:
                 # Ops that need no fsync (moves of due timers, receives) commit first and on
                 # their own: a delivery or a long poll never waits behind the fsync of a
@@ -452,7 +475,7 @@ class Writer(_Loop):
                 if quick:
                     self._process(quick)
                 durable = [op for op in ops if op.durable]
-                if durable and self._internal:  # a move came meanwhile: it goes first
+                if durable and self._internal and not consumer_turn:  # a move came: it goes first
                     self._put_back(durable)
                 elif durable:
                     self._process(durable)
@@ -559,6 +582,7 @@ class Writer(_Loop):
             with self._horizon:
                 self._batch_now = None
                 self._horizon.notify_all()
+        self._moved_last = any(op.move for op in ops)
         self.batches += 1
         self.ops_done += len(ops)
         self.batch_ops.observe(len(ops))
