@@ -5,7 +5,10 @@ each against one Txn and writes the Txn as one WriteBatch; ops that need no fsyn
 answered then, durable ones once the Syncer has fsynced the WAL behind it. Checks that
 must see the latest state (duplicate msg_id, cancelled, receipt valid) run inside the
 ops, here. Batches are written one at a time under a lock: by the writer thread, or, for
-an op submitted ``inline`` while the writer thread is idle, by the submitting thread.
+an op submitted ``inline`` while the writer thread is idle, by the submitting thread, which
+then also takes one unit of the receives and acks that queued behind it meanwhile (the
+writer thread is not woken for those: two hand-offs fewer for a consumer's op that found
+the deliverer's move being written).
 
 Clients' ops wait in a bounded queue: when it is full, ``submit`` raises ``Overloaded``
 (HTTP 429). Internal ops (moves of due timers) have their own small queue and block the
@@ -207,6 +210,9 @@ class Writer(_Loop):
         self._clients = _ClientQueue()
         self._internal: deque[_Op] = deque()
         self._follow_ups: list[_Op] = []  # batch lock holder only (see follow_up)
+        # Another thread is writing a batch inline: client ops queued meanwhile are its to
+        # take when it is done (_consumers_turn), the writer thread is not woken for them.
+        self._inline = False
         # The writer thread took ops and has not finished them: nothing runs inline meanwhile.
         self._in_hand = False
         # The scanner waits for the batch being written to end before it can pick up a due
@@ -301,8 +307,14 @@ class Writer(_Loop):
         with self._cond:
             self._check_room()
             self._clients.append(op)
-            self._cond.notify()
+            self._wake_for_clients()
         return future
+
+    def _wake_for_clients(self) -> None:
+        """(Under ``_cond``.) Client ops were queued: wake the writer thread, unless a
+        thread writing inline will see them as it finishes (_run_inline)."""
+        if not self._inline:
+            self._cond.notify()
 
     def _check_room(self, waiting: int = 0) -> None:
         """Refuse a client op (under ``_cond``): stopping, or the queue is full (with
@@ -343,7 +355,7 @@ class Writer(_Loop):
             if not self._run_inline(op):
                 with self._cond:
                     self._clients.extend(ops[i:])
-                    self._cond.notify()
+                    self._wake_for_clients()
                 break
         return [op.future for op in ops]  # type: ignore[misc]
 
@@ -471,10 +483,9 @@ class Writer(_Loop):
                 # their own: a delivery or a long poll never waits behind the fsync of a
                 # send storm. Concurrent requests have no order among them, so this
                 # reorders nothing a client can see.
-                quick = [op for op in ops if not op.durable]
+                quick, durable = _quick_first(ops)
                 if quick:
                     self._process(quick)
-                durable = [op for op in ops if op.durable]
                 if durable and self._internal and not consumer_turn:  # a move came: it goes first
                     self._put_back(durable)
                 elif durable:
@@ -488,11 +499,34 @@ class Writer(_Loop):
             return False
         if not self._batch_lock.acquire(blocking=False):
             return False
+        self._inline = True
         try:
             self._process_locked([op])
+            self._consumers_turn()
         finally:
+            with self._cond:  # what queued meanwhile and was not taken: the writer thread's
+                self._inline = False
+                if self._clients:
+                    self._cond.notify()
             self._batch_lock.release()
         return True
+
+    def _consumers_turn(self) -> None:
+        """After an op run inline, one unit of the receives and acks that queued meanwhile
+        (the batch lock was busy), on this thread before it lets go of the lock: not a
+        hand-off to the writer thread and back for each (bench figure 3 (b): a consumer's
+        receive or ack that found a move being written). By _take's rule: not while a move
+        waits, nor while one is due unless this was a move; not once the writer thread has
+        work in hand."""
+        with self._cond:
+            if self._in_hand or self._internal or not self._clients.draining:
+                return
+            if self._move_due and not self._moved_last:
+                return
+            ops = self._clients.take(GROUP_COMMIT_MAX_ITEMS, drains_only=True)
+        for part in _quick_first(ops):
+            if part:
+                self._process_locked(part)
 
     def _process(self, ops: list[_Op]) -> None:
         with self._batch_lock:
@@ -662,6 +696,12 @@ class Syncer(_Loop):
                 error = exc
         for results in batches:
             _complete(results if error is None else [(op, False, error) for op, _, _ in results])
+
+
+def _quick_first(ops: list[_Op]) -> tuple[list[_Op], list[_Op]]:
+    """Ops that need no fsync, then durable ones: two batches, so that a receive's reply
+    never waits for an ack's fsync."""
+    return [op for op in ops if not op.durable], [op for op in ops if op.durable]
 
 
 def _complete(results: list[tuple[_Op, bool, Any]]) -> None:

@@ -198,6 +198,37 @@ def test_after_a_move_a_waiting_receive_goes_before_the_next_move_and_a_send_doe
     assert commit_order(store, {b"c0", b"move2"}) == order
 
 
+@pytest.mark.parametrize("grows", [False, True], ids=["receive", "send"])
+def test_a_receive_queued_behind_an_inline_move_runs_on_the_movers_thread_right_after_it(
+    writer: Writer, grows: bool
+) -> None:
+    """A receive or ack that finds a move being written inline (the deliverer's thread holds
+    the batch lock) runs on that thread right after it, not through a hand-off to the
+    writer thread and back (bench figure 3 (b)); a send is the writer thread's, woken
+    when the move is done."""
+    ran_on: list[str] = []
+    gate = Gate()
+
+    def deliverer() -> None:
+        writer.call(gate.op, durable=False, inline=True, move=True)
+
+    def client_op(txn: Txn) -> None:
+        ran_on.append(threading.current_thread().name)
+        txn.put(CF.META, b"c0", b"v")
+
+    async def scenario() -> None:
+        mover = threading.Thread(target=deliverer, name="test-deliverer")
+        mover.start()
+        gate.wait_entered()
+        queued = writer.submit(client_op, durable=grows, grows=grows)
+        gate.release.set()
+        await queued
+        mover.join(WAIT_S)
+
+    run(scenario())
+    assert ran_on == [Writer.thread_name if grows else "test-deliverer"]
+
+
 # --- admission control ---------------------------------------------------------------------
 
 
