@@ -25,7 +25,10 @@ def _sealed(events: Path) -> dict[str, int]:
     """Counts per kind in the sealed segments so far."""
     if not events.exists():
         return {}
-    table = ds.dataset(events, format="parquet", exclude_invalid_files=True).to_table(["kind"])
+    dataset = ds.dataset(events, format="parquet", exclude_invalid_files=True)
+    if "kind" not in dataset.schema.names:  # a date folder, no segment sealed in it yet
+        return {}
+    table = dataset.to_table(["kind"])
     counts: dict[str, int] = {}
     for kind in table.column("kind").to_pylist():
         counts[kind] = counts.get(kind, 0) + 1
