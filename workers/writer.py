@@ -170,7 +170,7 @@ class _ClientQueue:
         if drains_only:
             order = (self._drains,)
         if self._drains and self._grows:
-            self._drain_turns = 0 if grows_first and not drains_only else self._drain_turns + 1
+            self._drain_turns = 0 if grows_first else self._drain_turns + 1
         for queue in order:
             while queue and (not ops or weight + queue[0].weight <= max_weight):
                 weight += queue[0].weight
@@ -446,12 +446,7 @@ class Writer(_Loop):
                 if not self._running:
                     return None
                 self._cond.wait()
-            # After a move, a waiting receive or ack (the last leg of a delivery) goes
-            # before the next one: while timers fall due back to back the scanner always
-            # waits on the batch being written, and moves kept the slot one after another
-            # while a consumer's receive waited behind them (bench figure 3 (b): receives
-            # queued 30-50 ms behind chains of moves). Sends still wait for the moves.
-            consumer_turn = self._moved_last and self._clients.drains_turn
+            consumer_turn = self._consumers_turn_after_move
             if self._move_due and not consumer_turn:  # see wait_horizon
                 # For the move itself: an exporter's or sweeper's op that came first would
                 # otherwise take the slot and let the client work go ahead of the move.
@@ -465,6 +460,16 @@ class Writer(_Loop):
                 return ops, False
             ops = self._clients.take(GROUP_COMMIT_MAX_ITEMS, drains_only=consumer_turn)
             return ops, consumer_turn
+
+    @property
+    def _consumers_turn_after_move(self) -> bool:
+        """(Under ``_cond``.) The last batch was a move and a unit of receives or acks (the
+        last leg of a delivery) waits its turn: it goes before the next move. While timers
+        fall due back to back the scanner always waits on the batch being written, and
+        moves kept the slot one after another while a consumer's receive waited behind
+        them (bench figure 3 (b): receives queued 30-50 ms behind chains of moves). Sends
+        still wait for the moves."""
+        return self._moved_last and self._clients.drains_turn
 
     def _move_queued(self) -> bool:
         return any(op.move for op in self._internal)
@@ -517,13 +522,14 @@ class Writer(_Loop):
         """After an op run inline, one unit of the receives and acks that queued meanwhile
         (the batch lock was busy), on this thread before it lets go of the lock: not a
         hand-off to the writer thread and back for each (bench figure 3 (b): a consumer's
-        receive or ack that found a move being written). By _take's rule: not while a move
-        waits, nor while one is due unless this was a move; not once the writer thread has
-        work in hand."""
+        receive or ack that found a move being written). Only when it is their turn, and
+        while a move is due only after a move (_take's rule); never while a move or
+        another worker's op waits, or once the writer thread has work in hand."""
         with self._cond:
-            if self._in_hand or self._internal or not self._clients.drains_turn:
+            if self._in_hand or self._internal:
                 return
-            if self._move_due and not self._moved_last:
+            in_turn = self._clients.drains_turn and not self._move_due
+            if not (in_turn or self._consumers_turn_after_move):
                 return
             ops = self._clients.take(GROUP_COMMIT_MAX_ITEMS, drains_only=True)
         for part in _quick_first(ops):
