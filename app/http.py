@@ -1,4 +1,4 @@
-"""uvicorn's httptools protocol with a bound on request headers.
+"""uvicorn's httptools protocol with a bound on request headers, and replies in one write.
 
 httptools keeps every header byte it is fed until the headers end, with no limit: one
 64 MiB header took 128 MB of RSS. This refuses a request whose request line and headers
@@ -7,9 +7,18 @@ are bounded by the bytes read while they last (a read is at most 256 KiB); compl
 are counted exactly as the parser handed them over, but only when those bytes passed the
 bound (the head is a part of them): a request pays for two callbacks, not one per header
 (figure 1).
+
+uvicorn writes a reply's head and its body to the socket apart: two sends, each waking
+the client, for every request. A reply's first write is held until its next one or the
+end of the loop's step (OneWrite), so a plain reply (head, then the body at once) leaves
+in one send and a streamed one's head still leaves at once. Replies stay in order: the
+next pipelined request's reply is written from a task scheduled after this flush.
 """
 
 from __future__ import annotations
+
+import asyncio
+from typing import Any
 
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -31,6 +40,40 @@ TOO_LARGE = (
     b"content-length: " + str(len(_BODY)).encode() + b"\r\n"
     b"connection: close\r\n\r\n" + _BODY
 )
+
+
+class OneWrite:
+    """A reply's transport (as uvicorn's RequestResponseCycle uses it) that sends its first
+    write with the next one, or at the end of this step of the loop if none comes."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._held: bytes | None = None
+        self._first = True
+
+    def write(self, data: bytes) -> None:
+        if self._first:
+            self._first = False
+            self._held = data
+            asyncio.get_running_loop().call_soon(self.flush)
+        elif self._held is not None:
+            data, self._held = self._held + data, None
+            self._transport.write(data)
+        else:
+            self._transport.write(data)
+
+    def flush(self) -> None:
+        if self._held is not None:
+            data, self._held = self._held, None
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class HeadersTooLarge(Exception):
@@ -72,6 +115,7 @@ class BoundedHeaders(HttpToolsProtocol):
             self._refused = True
             raise HeadersTooLarge(_DETAIL)  # httptools stops: uvicorn's 400 path, above
         super().on_headers_complete()
+        self.cycle.transport = OneWrite(self.transport)  # type: ignore[assignment]
 
     def _head_size(self) -> int:
         """The request line's URL and the headers, as the parser handed them over."""

@@ -15,6 +15,9 @@ _MANY = object()  # an undo entry's key when it undoes a whole put_many
 # Fewer seqs than this are read with a multi-get, not a scan (Txn.get_seqs): a scan's
 # iterator costs ~11 µs before its first key, a multi-get ~1 µs a key (this VM, session 14).
 SCAN_MIN_SEQS = 8
+# The meta values a writer keeps between batches (Txn, meta): past this many keys it
+# starts again from empty (a cursor, a lane end and a group's counts each take one).
+META_CACHE_KEYS = 65_536
 # undo log length, range deletes, pending delta, staged events (storage/events.py)
 Savepoint = tuple[int, int, int, tuple[int, int]]
 
@@ -31,9 +34,21 @@ class Txn:
     """
 
     def __init__(
-        self, store: RocksStore, now_ms: int, cancels_committed: int = 0, *, log_events: bool = True
+        self,
+        store: RocksStore,
+        now_ms: int,
+        cancels_committed: int = 0,
+        *,
+        log_events: bool = True,
+        meta: dict[bytes, bytes | None] | None = None,
     ) -> None:
         self.store = store
+        # The meta CF's values as the commits left them (key -> value, None: absent), kept
+        # by the one writer across its batches: the small keys every op reads (cursors,
+        # lane ends, counters, group settings) cost a store read each otherwise, several
+        # per receive or ack (bench figure 3 (b)). Filled by reads, updated by commits;
+        # emptied by the writer when a commit fails.
+        self.meta = meta
         self.now_ms = now_ms
         self.cancels_committed = cancels_committed  # the writer's count before this batch
         self.cancels = 0  # cancels and reschedules staged in this batch (see move_due)
@@ -64,6 +79,11 @@ class Txn:
         staged = self._staged[cf]
         if key in staged:
             return staged[key]
+        if cf == CF.META and self.meta is not None:
+            value = self.meta.get(key, _MISSING)
+            if value is _MISSING:
+                value = self.meta[key] = self.store.get(cf, key)
+            return cast(bytes | None, value)
         return self.store.get(cf, key)
 
     def get_many(self, cf: str, keys: Sequence[bytes]) -> list[bytes | None]:
@@ -244,11 +264,17 @@ class Txn:
         if self.events:
             # The events and the counter that numbers them go in this same batch: a crash
             # keeps both or neither, and a seq is never handed out twice.
-            raw = self.store.get(CF.META, EVENTS_NEXT_KEY)
+            raw = self.get(CF.META, EVENTS_NEXT_KEY)
             seq = read_u64(raw) if raw else 0
             self._staged[CF.EVENTS][event_key(seq)] = self.events.encode(self.now_ms)
             meta[EVENTS_NEXT_KEY] = event_key(seq + len(self.events))
         self.store.write_staged(self._ranges, self._staged, sync=False)
+        if self.meta is not None:
+            if len(self.meta) + len(meta) > META_CACHE_KEYS or any(
+                r.cf == CF.META for r in self._ranges
+            ):
+                self.meta.clear()
+            self.meta.update(meta)
 
     @property
     def empty(self) -> bool:

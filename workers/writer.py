@@ -207,6 +207,7 @@ class Writer(_Loop):
         self.min_free_bytes = min_free_bytes
         self.disk_low = False
         self._next_reopen_ms = 0
+        self._meta: dict[bytes, bytes | None] = {}  # the meta values its commits left (Txn)
         self._next_disk_check_ms = 0
         self._on_commit = on_commit
         self._clients = _ClientQueue()
@@ -558,6 +559,7 @@ class Writer(_Loop):
             self._syncer.drain()  # no fsync of the old DB may run across the reopen
             try:
                 self.store.reopen()
+                self._meta.clear()
                 log.warning("store reopened after a failed write")
                 return None
             except StorageError as exc:
@@ -593,7 +595,9 @@ class Writer(_Loop):
         with self._horizon:
             now = self.clock.now_ms()
             self._batch_now = now
-        txn = Txn(self.store, now, self.cancels_committed, log_events=self.log_events)
+        txn = Txn(
+            self.store, now, self.cancels_committed, log_events=self.log_events, meta=self._meta
+        )
         results: list[tuple[_Op, bool, Any]] = []
         try:
             results = self._run_ops(txn, ops)
@@ -604,6 +608,7 @@ class Writer(_Loop):
                 self.cancels_committed += txn.cancels  # only after the write is visible
         except Exception as exc:  # any error, not only StorageError: one that escaped
             # would kill this thread and leave every caller waiting forever
+            self._meta.clear()  # what it knew may not be what the store holds
             if isinstance(exc, StorageError):
                 log.error("commit of %d ops failed: %s", len(ops), exc)
             else:

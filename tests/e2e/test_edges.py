@@ -3,6 +3,7 @@ topics, bounded replies and headers, unaddressable msg_ids, no internal text in 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from app.http import OneWrite
 from tests.e2e.server import Server
 from tests.e2e.test_bad_input import assert_problem
 
@@ -88,6 +90,68 @@ def test_request_headers_over_32_kib_are_refused(server: Server, size: int) -> N
     assert r.status_code == 431
     ok = httpx.get(f"{server.url}/healthz", headers={"X-Fine": "a" * 30 * 1024}, timeout=10)
     assert ok.status_code == 200
+
+
+class Wire:
+    """The socket side of a transport: what was written to it, each write apart."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_reply_leaves_in_one_write_and_a_streamed_head_at_once() -> None:
+    """uvicorn wrote a reply's head and body apart: two sends (each waking the client)
+    for every request."""
+
+    async def main() -> None:
+        wire = Wire()
+        reply = OneWrite(wire)  # type: ignore[arg-type]
+        reply.write(b"head")
+        reply.write(b"body")
+        assert wire.writes == [b"headbody"]
+        await asyncio.sleep(0)
+        assert wire.writes == [b"headbody"]
+
+        streamed = Wire()
+        reply = OneWrite(streamed)  # type: ignore[arg-type]
+        reply.write(b"head")  # an event stream's head: its first event may be long coming
+        await asyncio.sleep(0)
+        assert streamed.writes == [b"head"]
+        reply.write(b"event")
+        assert streamed.writes == [b"head", b"event"]
+
+        closing = Wire()
+        reply = OneWrite(closing)  # type: ignore[arg-type]
+        reply.write(b"head")
+        reply.close()  # a reply that ends the connection: what it holds goes first
+        assert closing.writes == [b"head"]
+        assert closing.closed
+
+    asyncio.run(main())
+
+
+def test_pipelined_replies_keep_their_order(server: Server) -> None:
+    """A reply with no body (HEAD) is held until the end of the loop's step: the next
+    pipelined request's reply must still come after it."""
+    get = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    head = b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    last = b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    reply = raw_request(server.url, get + head + get + head + last)
+    replies = reply.split(b"HTTP/1.1 ")[1:]
+    assert [r.split(b"\r\n", 1)[0] for r in replies] == [b"200 OK"] * 5
+    bodies = [r.split(b"\r\n\r\n", 1)[1] for r in replies]
+    assert bodies[:4] == [b'{"status":"alive"}', b"", b'{"status":"alive"}', b""]
+    assert bodies[4].startswith(b'{"status":"ready"')
 
 
 def test_a_big_body_in_the_same_read_as_its_headers_is_not_taken_for_headers(

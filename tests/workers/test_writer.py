@@ -541,6 +541,52 @@ def test_a_commit_failing_with_any_error_fails_its_batch_and_the_writer_goes_on(
     assert writer.running
 
 
+def test_meta_values_kept_across_batches_are_what_the_commits_left(
+    writer: Writer, store: RecordingStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer keeps the meta values its batches read and wrote (cursors, lane ends,
+    counters: several store reads a receive or an ack, bench figure 3 (b)); each batch
+    reads what the commits before it left, whatever wrote it: a put, a delete, a range
+    delete, an op rolled back, a commit that failed."""
+    reads: list[bytes] = []
+    store_get = store.get
+
+    def counted(cf: str, key: bytes) -> bytes | None:
+        if cf == CF.META:
+            reads.append(key)
+        return store_get(cf, key)
+
+    monkeypatch.setattr(store, "get", counted)
+
+    def read(key: bytes) -> bytes | None:
+        return call(writer, lambda txn: txn.get(CF.META, key), durable=False)
+
+    assert read(b"k") is None
+    call(writer, put_op(CF.META, b"k", b"1"), durable=False)
+    assert [read(b"k") for _ in range(3)] == [b"1"] * 3
+    assert reads.count(b"k") == 1  # read from the store once, then kept
+
+    def put_then_fail(txn: Txn) -> None:
+        txn.put(CF.META, b"k", b"rolled back")
+        raise RocktimerError("refused")
+
+    with pytest.raises(RocktimerError):
+        call(writer, put_then_fail, durable=False)
+    assert read(b"k") == b"1"
+    store.fail_writes = 1
+    with pytest.raises(StorageError):
+        call(writer, put_op(CF.META, b"k", b"not written"), durable=False)
+    assert read(b"k") == b"1" == store_get(CF.META, b"k")
+
+    call(writer, lambda txn: txn.delete(CF.META, b"k"), durable=False)
+    assert read(b"k") is None
+    call(writer, put_op(CF.META, b"r1", b"x"), durable=False)
+    assert read(b"r1") == b"x"
+    call(writer, lambda txn: txn.delete_range(CF.META, b"r0", b"r9"), durable=False)
+    assert store_get(CF.META, b"r1") is None
+    assert read(b"r1") is None
+
+
 def test_stop_finishes_queued_ops_then_refuses_new_ones(writer: Writer) -> None:
     gate = Gate()
     held: concurrent.futures.Future[None] = concurrent.futures.Future()
