@@ -249,7 +249,11 @@ STATEFUL_CHECKS: list[CheckFunction] = [*CHECKS, ensure_resource_availability]
 
 
 def test_stateful_workflows(served: Server) -> None:
-    workflow: Any = schema.as_state_machine()
+    # Not from the listing of every topic on the server: what it lists grows with every
+    # scenario (each in topics of its own), so links drawn from it differ between two
+    # scenarios Hypothesis takes for the same, which it reports as a flaky strategy
+    # (FlakyStrategyDefinition, one run in five). It is fuzzed on its own above.
+    workflow: Any = schema.exclude(operation_id="list_topics").as_state_machine()
 
     class Workflow(workflow):  # type: ignore[misc]
         def setup(self) -> None:
