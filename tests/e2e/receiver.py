@@ -40,6 +40,7 @@ class Receiver:
         self.lock = threading.Lock()
         self.released = threading.Event()
         self.seen: Counter[tuple[str, str]] = Counter()  # (path, msg_id) → POSTs
+        self.last_arrival_ns = 0
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -82,6 +83,7 @@ class Receiver:
         kind, _, arg = path.strip("/").partition("/")
         with self.lock:
             self.seen[path, item["msg_id"]] += 1
+            self.last_arrival_ns = arrived_ns
             posts = self.seen[path, item["msg_id"]]
         status, headers = 200, {}
         if kind == "fail" and posts <= int(arg):
@@ -102,6 +104,19 @@ class Receiver:
         for name, value in {**headers, "Content-Length": "0"}.items():
             handler.send_header(name, value)
         handler.end_headers()
+
+    def quiet(self, for_s: float, timeout_s: float = 30.0) -> int:
+        """Wait until no POST has arrived for `for_s` (what a killed pusher wrote before it
+        died is read by then); return time.time_ns() at that moment."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            now_ns = time.time_ns()
+            with self.lock:
+                idle_s = (now_ns - self.last_arrival_ns) / 1e9
+            if idle_s >= for_s:
+                return now_ns
+            time.sleep(for_s - idle_s)
+        raise AssertionError(f"POSTs kept arriving for {timeout_s} s")
 
     def of(self, path: str) -> list[Hit]:
         with self.lock:
