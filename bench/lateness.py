@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import consumer, loader, process, report, scale
+from bench import consumer, loader, process, report, scale, stalls
 from bench.client import Response, run
 from bench.stats import Spread, spread
 
@@ -154,16 +154,18 @@ class LatenessRun:
     floor: Spread  # the Python timer thread's lateness on the same schedule
     rate: int
     seconds: float
+    stalls: stalls.Stalls  # the machine's own, in the same run (bench/stalls.py)
 
 
 def measure(*, seconds: float, rate: int = RATE_PER_S) -> LatenessRun:
     floor = timer_floor(rate, min(seconds, FLOOR_SECONDS))
+    machine = stalls.measure(min(seconds, stalls.SECONDS))
     with (
         tempfile.TemporaryDirectory(prefix="rocktimer-bench-lateness-") as tmp,
         process.service(Path(tmp)) as service,
     ):
         result = run(lambda: drive(service.port, service.pid, rate=rate, seconds=seconds))
-    return LatenessRun(result, floor, rate, seconds)
+    return LatenessRun(result, floor, rate, seconds, machine)
 
 
 def run_figure(*, seconds: float, rate: int = RATE_PER_S) -> list[report.Row]:
@@ -194,7 +196,7 @@ def rows(run_: LatenessRun) -> list[report.Row]:
                 f"{counts}; {result.cpu}",
             )
         )
-    return rows
+    return [*rows, stalls.row("3", run_.stalls)]
 
 
 def main() -> None:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import orjson
 
-from bench import lateness, loader, process, receive, report, scale
+from bench import lateness, loader, process, receive, report, scale, stalls
 from bench.client import Connection, HttpError, Response, build_request, run
 from bench.stats import Spread, spread
 
@@ -330,7 +330,8 @@ def rows(run_: OnTimeRun, rate: int = lateness.RATE_PER_S) -> list[report.Row]:
 def run_figure(
     *, seconds: float, rate: int = lateness.RATE_PER_S, consume_ceiling: int = CONSUME_RATE_CEILING
 ) -> list[report.Row]:
-    return rows(measure(seconds=seconds, rate=rate, consume_ceiling=consume_ceiling), rate)
+    ontime = rows(measure(seconds=seconds, rate=rate, consume_ceiling=consume_ceiling), rate)
+    return [*ontime, stalls.row("10", stalls.measure(min(seconds, stalls.SECONDS)))]
 
 
 def main() -> None:

@@ -31,6 +31,7 @@ from bench import (
     scale,
     send,
     soak,
+    stalls,
     storm,
     stream,
 )
@@ -83,17 +84,19 @@ def test_push_figure_runs() -> None:
 @pytest.mark.slow
 def test_lateness_figure_runs() -> None:
     rows = lateness.run_figure(seconds=1, rate=300)
-    assert len(rows) == 2
-    assert all(r.notes.startswith("300/300 received") for r in rows)
+    assert len(rows) == 3
+    assert all(r.notes.startswith("300/300 received") for r in rows[:2])
+    assert rows[2].figure.startswith("machine CPU stalls")
     rendered(rows)
 
 
 @pytest.mark.slow
 def test_ontime_figure_runs() -> None:
     rows = ontime.run_figure(seconds=0.5, rate=400, consume_ceiling=2_000)
-    assert len(rows) == 10
+    assert len(rows) == 11
     assert all(r.number == "10" for r in rows)
-    lateness, throughput = rows[:6], rows[6:]
+    lateness, throughput = rows[:6], rows[6:10]
+    assert rows[10].figure.startswith("machine CPU stalls")
     assert all(r.notes.startswith("200/200 received") for r in lateness)
     assert all(r.ceiling.startswith("timers alone p50 ") for r in lateness)
     assert [r.ceiling.split(" ")[0] for r in throughput] == ["producer"] * 2 + ["consumers"] * 2
@@ -177,7 +180,7 @@ def _ours_for_smoke() -> redis_alt.Ours:
     tide = storm.Storm(1_000, 1e5, 0.01, 1_000, 1_000, 1_000, 1e4, 65_000, "")
     return redis_alt.Ours(
         batch=batch.BatchRun(loader.LoadStats(1, 1_000, seconds=0.02), 1e6, "", 2, 1_000),
-        lateness=lateness.LatenessRun(lat, spread([0.1]), 300, 1.0),
+        lateness=lateness.LatenessRun(lat, spread([0.1]), 300, 1.0, stalls.classify([0.2], [0.0])),
         storm=storm.StormRun(tide, 2e5, 80_000, 10, 80_000),
     )
 
@@ -246,6 +249,31 @@ def test_far_future_bodies_are_bounded_and_spread() -> None:
     assert max(dues) < loader.now_ms() + loader.FAR_START_MS + loader.FAR_SPAN_MS
     assert dues != sorted(dues)  # random order, not an append-only pattern
     assert {len(m["body"]) for m in messages} == {128}
+
+
+def test_stalls_are_chunks_far_slower_than_the_median_grouped_into_bursts() -> None:
+    # 1 ms apart, 0.2 ms each, but for two slow runs (5 x and more) 500 ms apart, the first
+    # with a gap inside it shorter than the burst gap, and one chunk only 4 x the median.
+    at = [float(i) for i in range(2_000)]
+    cpu = [0.2] * 2_000
+    for i in (100, 101, 102, 150, 600, 601):
+        cpu[i] = 2.0
+    cpu[1_500] = 0.8
+    found = stalls.classify(cpu, at)
+    assert found.chunk_ms == 0.2
+    assert found.bursts == [stalls.Burst(100.0, 150.0, 4), stalls.Burst(600.0, 601.0, 2)]
+    assert found.slowdown == 10.0
+    assert found.stalled_share == pytest.approx(51 / 1_999)
+    assert found.describe() == "2 bursts in 2 s, 2.6% of the time, longest 50 ms, 10 x slower"
+    quiet = stalls.classify([0.2] * 10, [float(i) for i in range(10)])
+    assert quiet.bursts == []
+    assert quiet.describe().startswith("no stall")
+
+
+def test_stall_probe_runs() -> None:
+    measured = stalls.measure(0.2)
+    assert 0.15 <= measured.seconds <= 0.3
+    assert measured.chunk_ms > 0
 
 
 def test_percentiles_are_nearest_rank() -> None:
