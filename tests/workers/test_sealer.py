@@ -107,13 +107,18 @@ def test_closing_ends_the_child(child: ProcessSealer, tmp_path: Path) -> None:
 def test_a_server_sealing_in_a_child_never_imports_pyarrow(tmp_path: Path) -> None:
     """~50 MiB of the server's RSS that only the sealer needs."""
     script = f"""
-import asyncio, sys
+import asyncio, sys, time
 from storage.records import MessageRecord
-from workers.clock import RealClock
 from workers.runner import Engine, EngineConfig
 engine = Engine(EngineConfig(data_dir={str(tmp_path / "data")!r}, events_seal_ms=3_600_000))
 engine.start()
 try:
+    # The exporter's thread exports once at start; the next round is an hour away. Calling
+    # export() while that first round ran shared the sealer's pipe between two threads.
+    deadline = time.monotonic() + 60
+    while engine.exporter.rounds < 1:
+        assert time.monotonic() < deadline, "the exporter's first round never ended"
+        time.sleep(0.01)
     now = engine.clock.now_ms()
     asyncio.run(engine.send(MessageRecord("t", "m", now + 60_000, now, b"x")))
     assert engine.exporter.export() == 1
