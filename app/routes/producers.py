@@ -16,7 +16,7 @@ from app.errors import invalid, public_detail, status_of
 from app.fastpath import fast_route
 from app.ids import new_msg_id, new_msg_ids
 from app.openapi import BODY, V1, WRITE, json_body, replies
-from app.routes.common import json_response, parse, require_json
+from app.routes.common import json_response, parse, read_body, require_json
 from app.schemas import (
     BatchEnvelope,
     BatchResult,
@@ -159,7 +159,7 @@ async def send_message(
     writable_topic(topic)
     require_json(request)
     try:
-        msg = SendMessage.model_validate_json(await request.body())
+        msg = SendMessage.model_validate_json(await read_body(request))
     except ValidationError as exc:
         raise invalid(exc) from None
     now = engine.clock.now_ms()
@@ -184,7 +184,7 @@ async def send_messages(
     engine.lag.admit()
     writable_topic(topic)
     require_json(request)
-    raw = await request.body()
+    raw = await read_body(request)
     now = engine.clock.now_ms()
     results: list[dict[str, Any] | None]
     records: list[MessageRecord | None] = []

@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
+import orjson
 import pytest
 
 from app.http import OneWrite
@@ -19,12 +21,16 @@ from tests.e2e.test_bad_input import assert_problem
 MiB = 1024 * 1024
 
 
-def raw_request(url: str, request: bytes) -> bytes:
-    """Send bytes as they are (no client normalises the path) and read the whole reply."""
+def raw_request(url: str, request: bytes, *more: bytes) -> bytes:
+    """Send bytes as they are (no client normalises the path) and read the whole reply;
+    ``more``: pieces sent after it, 50 ms apart (each its own read on the server)."""
     parts = urlsplit(url)
     with socket.create_connection((parts.hostname, parts.port), timeout=20) as sock:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             sock.sendall(request)  # the server may answer and close before reading it all
+            for piece in more:
+                time.sleep(0.05)
+                sock.sendall(piece)
         chunks = []
         while True:
             try:
@@ -152,6 +158,33 @@ def test_pipelined_replies_keep_their_order(server: Server) -> None:
     bodies = [r.split(b"\r\n\r\n", 1)[1] for r in replies]
     assert bodies[:4] == [b'{"status":"alive"}', b"", b'{"status":"alive"}', b""]
     assert bodies[4].startswith(b'{"status":"ready"')
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_body_that_arrives_in_pieces_is_read_whole(
+    client: httpx.Client, server: Server, topic: str, chunked: bool
+) -> None:
+    """The hot routes read a body as the messages uvicorn hands over (one per read)."""
+    items = [{"msg_id": f"piece{i}", "body": "z" * 100} for i in range(50)]
+    body = orjson.dumps({"messages": items})
+    cuts = [body[:7], body[7:2_000], body[2_000:]]
+    if chunked:
+        framing = b"Transfer-Encoding: chunked"
+        pieces = [b"%x\r\n%s\r\n" % (len(c), c) for c in cuts] + [b"0\r\n\r\n"]
+    else:
+        framing, pieces = b"Content-Length: %d" % len(body), cuts
+    head = (
+        f"POST /v1/topics/{topic}/messages/batch HTTP/1.1\r\nHost: x\r\n".encode()
+        + b"Content-Type: application/json\r\nConnection: close\r\n"
+        + framing
+        + b"\r\n\r\n"
+    )
+    reply = raw_request(server.url, head, *pieces)
+    assert reply.startswith(b"HTTP/1.1 200 "), reply[:300]
+    results = orjson.loads(reply.split(b"\r\n\r\n", 1)[1])["results"]
+    assert [r["status"] for r in results] == [201] * 50
+    got = client.get(f"/v1/topics/{topic}/messages/piece49")
+    assert got.status_code == 200
 
 
 def test_a_big_body_in_the_same_read_as_its_headers_is_not_taken_for_headers(
