@@ -331,7 +331,7 @@ def run_figure(
     *, seconds: float, rate: int = lateness.RATE_PER_S, consume_ceiling: int = CONSUME_RATE_CEILING
 ) -> list[report.Row]:
     ontime = rows(measure(seconds=seconds, rate=rate, consume_ceiling=consume_ceiling), rate)
-    return [*ontime, stalls.row("10", stalls.measure(min(seconds, stalls.SECONDS)))]
+    return [*ontime, stalls.measured_row("10", seconds)]
 
 
 def main() -> None:

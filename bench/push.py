@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from bench import lateness, loader, process, report, scale
+from bench import lateness, loader, process, report, scale, stalls
 from bench.client import Client, Connection, build_request, run
 from bench.stats import Spread, si, spread
 
@@ -182,7 +182,7 @@ def measure(*, seconds: float, n: int) -> PushRun:
 
 
 def run_figure(*, seconds: float, n: int) -> list[report.Row]:
-    return rows(measure(seconds=seconds, n=n))
+    return [*rows(measure(seconds=seconds, n=n)), stalls.measured_row("17", seconds)]
 
 
 def rows(r: PushRun) -> list[report.Row]:

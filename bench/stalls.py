@@ -118,6 +118,11 @@ def row(number: str, stalls: Stalls) -> report.Row:
     )
 
 
+def measured_row(number: str, seconds: float) -> report.Row:
+    """Figure ``number``'s stall row, measured now for up to ``seconds`` (its window)."""
+    return row(number, measure(min(seconds, SECONDS)))
+
+
 def main() -> None:
     print(report.table([row("-", measure())], scale.current().name))
 

@@ -34,7 +34,7 @@ from typing import Any, TypeVar, cast
 
 import orjson
 
-from bench import lateness, loader, process, redis_alt, report, scale
+from bench import lateness, loader, process, redis_alt, report, scale, stalls
 from bench.client import HEADER_END, Client, HttpError, build_request, run
 from bench.stats import Spread, spread
 
@@ -359,7 +359,8 @@ def measure(
 def run_figure(
     *, seconds: float, streams: int, probes: int, rate: int = lateness.RATE_PER_S
 ) -> list[report.Row]:
-    return rows(measure(seconds=seconds, streams=streams, probes=probes, rate=rate))
+    measured = measure(seconds=seconds, streams=streams, probes=probes, rate=rate)
+    return [*rows(measured), stalls.measured_row("18", seconds)]
 
 
 def rows(run_: StreamRun) -> list[report.Row]:

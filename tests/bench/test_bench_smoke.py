@@ -75,7 +75,8 @@ def test_event_log_figure_runs() -> None:
 @pytest.mark.slow
 def test_push_figure_runs() -> None:
     rows = push.run_figure(seconds=0.2, n=500)
-    assert [r.number for r in rows] == ["17", "17"]
+    assert [r.number for r in rows] == ["17", "17", "17"]
+    assert rows[2].figure.startswith("machine CPU stalls")
     assert rows[0].notes.startswith("1,000/1,000 received")
     assert "msg/s" in rows[1].result
     rendered(rows)
@@ -296,7 +297,8 @@ def test_soak_figure_runs(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_stream_figure_runs() -> None:
     rows = stream.run_figure(seconds=1, streams=20, probes=10, rate=300)
-    late, memory, probes = rows
+    late, memory, probes, machine = rows
+    assert machine.figure.startswith("machine CPU stalls")
     assert late.notes.startswith("300/300 received")
     assert late.ceiling.startswith(("Redis Lua poller p50 ", "redis: "))
     assert memory.result.endswith(" MiB")
