@@ -35,6 +35,9 @@ BODY = "x" * 100  # a small message
 DRAIN_GRACE_S = 10.0  # after the last due time: how long stragglers may take to arrive
 FLOOR_SECONDS = 5.0  # 25k wake-ups: a stable p99, short beside the service's window
 TARGET_P99_MS = 10.0
+# The floor loop again with this much work a timer: at 5,000 timers/s, a fifth and half of
+# a core. On a VM that stalls, what a process can use of a core and stay on time.
+FLOOR_WORK_US = (40.0, 100.0)
 
 
 def due_times(start_ms: int, n: int, rate: int) -> list[int]:
@@ -42,21 +45,25 @@ def due_times(start_ms: int, n: int, rate: int) -> list[int]:
     return [start_ms + i * 1_000 // rate for i in range(n)]
 
 
-def timer_floor(rate: int, seconds: float) -> Spread:
-    """Lateness (ms) of a Python thread sleeping until each due time of the same schedule."""
+def timer_floor(rate: int, seconds: float, work_us: float = 0.0) -> Spread:
+    """Lateness (ms) of a Python thread sleeping until each due time of the same schedule
+    and doing ``work_us`` of fixed work (bench/stalls.py, ``spin``) per timer it finds due."""
     n = int(rate * seconds)
+    units_per_timer = stalls.units_per_us() * work_us if work_us else 0.0
     dues = due_times(loader.now_ms() + 100, n, rate)
     late: list[float] = []
     i = 0
     while i < n:
-        due_ms = dues[i]
-        left = due_ms / 1e3 - time.time()
+        left = dues[i] / 1e3 - time.time()
         if left > 0:
             time.sleep(left)
         woke = time.time_ns() / 1e6
-        while i < n and dues[i] == due_ms:  # every timer of this millisecond
-            late.append(woke - due_ms)
+        found = i
+        while i < n and dues[i] <= woke:  # every timer due by now
+            late.append(woke - dues[i])
             i += 1
+        if units_per_timer:
+            stalls.spin(int(units_per_timer * (i - found)))
     return spread(late)
 
 
@@ -155,17 +162,20 @@ class LatenessRun:
     rate: int
     seconds: float
     stalls: stalls.Stalls  # the machine's own, in the same run (bench/stalls.py)
+    working: tuple[tuple[float, Spread], ...] = ()  # the floor loop with work a timer (µs)
 
 
 def measure(*, seconds: float, rate: int = RATE_PER_S) -> LatenessRun:
     floor = timer_floor(rate, min(seconds, FLOOR_SECONDS))
     machine = stalls.measure(min(seconds, stalls.SECONDS))
+    floor_s = min(seconds, FLOOR_SECONDS)
+    working = tuple((w, timer_floor(rate, floor_s, w)) for w in FLOOR_WORK_US)
     with (
         tempfile.TemporaryDirectory(prefix="rocktimer-bench-lateness-") as tmp,
         process.service(Path(tmp)) as service,
     ):
         result = run(lambda: drive(service.port, service.pid, rate=rate, seconds=seconds))
-    return LatenessRun(result, floor, rate, seconds, machine)
+    return LatenessRun(result, floor, rate, seconds, machine, working)
 
 
 def run_figure(*, seconds: float, rate: int = RATE_PER_S) -> list[report.Row]:
@@ -194,6 +204,21 @@ def rows(run_: LatenessRun) -> list[report.Row]:
                 f"p99 <= {TARGET_P99_MS:.0f} ms",
                 measured.p99 <= TARGET_P99_MS and complete,
                 f"{counts}; {result.cpu}",
+            )
+        )
+    for work_us, late in run_.working:
+        share = work_us * rate / 1e6
+        rows.append(
+            report.Row(
+                "3",
+                f"floor: a Python timer loop doing {work_us:.0f} µs of work a timer "
+                f"({share:.0%} of a core), same schedule, no server",
+                late.ms(1),
+                f"with no work {floor.ms(2)}",
+                "-",
+                "-",
+                None,
+                f"{late.n:,} timers; what a process may use of a core here and stay on time",
             )
         )
     return [*rows, stalls.row("3", run_.stalls)]

@@ -24,6 +24,8 @@ CHUNK_SQUARES = 3_000  # a chunk: ~0.2 ms of CPU on the 2-core Xeon VM
 SLOW_FACTOR = 5.0  # a chunk this many times its median's CPU time is stalled
 BURST_GAP_MS = 100.0  # stalled chunks this close together are one burst
 SECONDS = 10.0
+SPIN_UNIT = 12  # additions per spin unit (~1 µs here)
+CALIBRATE_UNITS = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,26 @@ def _chunk() -> int:
     for i in range(CHUNK_SQUARES):
         total += i * i
     return total
+
+
+def spin(units: int) -> None:
+    """A fixed amount of work (``units`` of ~1 µs on a quiet core): unlike a loop on the
+    thread's CPU clock, it takes longer when the machine stalls, as a server's work does."""
+    for _ in range(units):
+        total = 0
+        for i in range(SPIN_UNIT):
+            total += i
+
+
+def units_per_us() -> float:
+    """How many ``spin`` units a µs holds: the fastest of three calibrations (a stall
+    during one makes it read slow)."""
+    best = 0.0
+    for _ in range(3):
+        started = time.perf_counter()
+        spin(CALIBRATE_UNITS)
+        best = max(best, CALIBRATE_UNITS / ((time.perf_counter() - started) * 1e6))
+    return best
 
 
 def group(stalled_at_ms: Sequence[float], gap_ms: float = BURST_GAP_MS) -> list[Burst]:

@@ -85,9 +85,12 @@ def test_push_figure_runs() -> None:
 @pytest.mark.slow
 def test_lateness_figure_runs() -> None:
     rows = lateness.run_figure(seconds=1, rate=300)
-    assert len(rows) == 3
+    assert len(rows) == 5
     assert all(r.notes.startswith("300/300 received") for r in rows[:2])
-    assert rows[2].figure.startswith("machine CPU stalls")
+    assert "doing 40 µs of work a timer (1% of a core)" in rows[2].figure
+    assert "doing 100 µs of work a timer (3% of a core)" in rows[3].figure
+    assert all(r.notes.startswith("300 timers") for r in rows[2:4])
+    assert rows[4].figure.startswith("machine CPU stalls")
     rendered(rows)
 
 
@@ -272,6 +275,7 @@ def test_stalls_are_chunks_far_slower_than_the_median_grouped_into_bursts() -> N
 
 
 def test_stall_probe_runs() -> None:
+    assert stalls.units_per_us() > 0
     measured = stalls.measure(0.2)
     assert 0.15 <= measured.seconds <= 0.3
     assert measured.chunk_ms > 0
