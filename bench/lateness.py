@@ -166,9 +166,9 @@ class LatenessRun:
 
 
 def measure(*, seconds: float, rate: int = RATE_PER_S) -> LatenessRun:
-    floor = timer_floor(rate, min(seconds, FLOOR_SECONDS))
-    machine = stalls.measure(min(seconds, stalls.SECONDS))
     floor_s = min(seconds, FLOOR_SECONDS)
+    floor = timer_floor(rate, floor_s)
+    machine = stalls.measure(min(seconds, stalls.SECONDS))
     working = tuple((w, timer_floor(rate, floor_s, w)) for w in FLOOR_WORK_US)
     with (
         tempfile.TemporaryDirectory(prefix="rocktimer-bench-lateness-") as tmp,
