@@ -1,6 +1,6 @@
 """The machine's own CPU stalls: a floor for the lateness figures (3 and 10).
 
-A busy Python loop, nothing else running, times fixed chunks of work (~0.2 ms each) by
+A busy Python loop, nothing else running, times fixed chunks of work (``spin``, ~0.2 ms) by
 its thread's CPU time. On a quiet machine every chunk costs about the same; on a shared
 VM the whole machine now and then runs several times slower for tens of milliseconds
 (session 19, bench/README: on this 2-core VM, 50-100 ms bursts at 5 x or more slower,
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from bench import report, scale
 from bench.stats import percentile
 
-CHUNK_SQUARES = 3_000  # a chunk: ~0.2 ms of CPU on the 2-core Xeon VM
+CHUNK_UNITS = 500  # a chunk: ``spin`` units, ~0.2 ms of CPU on the 2-core Xeon VM
 SLOW_FACTOR = 5.0  # a chunk this many times its median's CPU time is stalled
 BURST_GAP_MS = 100.0  # stalled chunks this close together are one burst
 SECONDS = 10.0
@@ -60,13 +60,6 @@ class Stalls:
             f"{self.stalled_share:.1%} of the time, longest {longest:.0f} ms, "
             f"{self.slowdown:.0f} x slower"
         )
-
-
-def _chunk() -> int:
-    total = 0
-    for i in range(CHUNK_SQUARES):
-        total += i * i
-    return total
 
 
 def spin(units: int) -> None:
@@ -119,7 +112,7 @@ def measure(seconds: float = SECONDS) -> Stalls:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         started = time.thread_time()
-        _chunk()
+        spin(CHUNK_UNITS)
         cpu_ms.append((time.thread_time() - started) * 1e3)
         at_ms.append(time.monotonic() * 1e3)
     return classify(cpu_ms, at_ms)
