@@ -263,6 +263,17 @@ class RocksStore:
         found = self.scan(cf, start, end, 1)
         return found[0][0] if found else None
 
+    def last_key(self, cf: str, start: bytes, at: bytes) -> bytes | None:
+        """The last key with ``start <= key <= at`` (one backward seek), None if none."""
+        self._check_open()
+        try:  # no lower bound in ReadOptions: rocksdict 0.3 does not apply it in raw mode
+            it = self._cfs[cf].iter(ReadOptions())
+            it.seek_for_prev(at)
+            key = bytes(it.key()) if it.valid() else None
+        except Exception as exc:
+            raise StorageError(f"scan failed: {exc}") from exc
+        return key if key is not None and key >= start else None
+
     # --- writes --------------------------------------------------------------------------
 
     def write(self, ops: Iterable[WriteOp], *, sync: bool) -> None:

@@ -4,9 +4,9 @@ the timers that end invisibility and retry back-off, dead letters and redrive.
 A group reads a topic through two lanes: its retry lane for that topic (messages visible
 again after a failed attempt) and then the topic log itself, each from the group's cursor.
 A received message gets an in-flight record and an invisibility timer (one for the lot a
-receive part took, left in place by acks: a stale timer passes by); a nacked one a
-retry timer. Both are ordinary timer keys, fired by the same scanner and deliverer as
-scheduled messages: there is no second scheduling mechanism.
+receive part took: the ack or nack that ends its last hold deletes it, a stale one passes
+by); a nacked one a retry timer. Both are ordinary timer keys, fired by the same scanner
+and deliverer as scheduled messages: there is no second scheduling mechanism.
 
 Per message and group: INFLIGHT (held, until deadline) → acked, or a failed attempt
 (nack, or the invisibility ran out) → RETRYING (until the back-off ends) → READY (in the
@@ -237,6 +237,7 @@ def _put_timer(
     txn.schedule_hint(held.deadline_ms)
 
 
+MAX_TIMER_LOOKUPS = 8  # lots an ack or nack looks up to delete their timers (the rest pass by)
 ACKED = "acked"
 EXPIRED = "expired"
 UNKNOWN = "unknown"
@@ -265,6 +266,7 @@ def ack(txn: Txn, topic: str, group: str, receipts: list[str]) -> list[str]:
         emit_events(txn, EventKind.ACKED, topic, group, attempts)
         txn.count_group(topic, group, inflight=-len(acked))
         txn.note("acks", len(acked))
+        _drop_spent_timers(txn, topic, group, acked)
     txn.sync = True
     return out
 
@@ -296,8 +298,67 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
         holds[seq] = None if seq in past else encode_inflight_as(held, GroupState.RETRYING)
     if nacked:
         _fail_lot(txn, topic, group, nacked, past, logged, settings)
+        _drop_spent_timers(txn, topic, group, nacked)
     txn.sync = True
     return out
+
+
+def _drop_spent_timers(
+    txn: Txn, topic: str, group: str, settled: Sequence[tuple[int, Inflight, object]]
+) -> None:
+    """Delete the invisibility timers this op left with nothing to do: at its end a timer
+    fails only what is still held with its generation, and this ack or nack has just ended
+    those holds. Left in place, each would still be scanned, moved and read back at its
+    deadline: on a steady consumer as many moves again as receives, ``invisible_ms`` later
+    (a pusher's acks come in pieces of its lots: bench figure 17). The lot holding a settled
+    seq is the timer at or before that seq's key (one backward seek); it goes once none of
+    its lot is held with its generation any more."""
+    marks = {(held.deadline_ms, held.generation) for _, held, _ in settled}
+    lots: dict[tuple[int, int], list[int]] = {}
+    if len(marks) == 1:  # the usual op: (part of) the lot one receive took
+        lots[marks.pop()] = [seq for seq, _, _ in settled]
+    else:
+        for seq, held, _ in settled:
+            lots.setdefault((held.deadline_ms, held.generation), []).append(seq)
+    looked = 0
+    for (deadline, generation), seqs in lots.items():
+        left = sorted(seqs)
+        while left and looked < MAX_TIMER_LOOKUPS:
+            looked += 1
+            timer = _timer_of(
+                txn, topic, group, deadline, GroupTimer(topic, group, left[0], generation)
+            )
+            if timer is None:
+                left = left[1:]  # its timer fired, or an op deleted it already
+                continue
+            key, found, lot = timer
+            left = [seq for seq in left if seq not in lot]
+            rest = sorted(lot.difference(seqs))
+            held_still = current_holds(txn, found, rest) if rest else []
+            if not any(h.state is GroupState.INFLIGHT for _, h in held_still):
+                txn.delete(CF.TIMERS, key)
+
+
+def _timer_of(
+    txn: Txn, topic: str, group: str, deadline: int, held: GroupTimer
+) -> tuple[bytes, GroupTimer, set[int]] | None:
+    """The invisibility timer whose lot holds ``held``'s seq with its generation: its key,
+    what it decodes to and its lot's seqs; None if there is none (it fired, or was
+    deleted)."""
+    at = invisible.timer_key(deadline, held)
+    value = txn.get(CF.TIMERS, at)
+    if value is not None:  # the lot starts at this seq: a point read, the usual case
+        return at, held, set(hold.lot_seqs(held, value))
+    floor = at[: -hold.SEQ_GEN_BYTES]  # the timers of this deadline, topic and group
+    key = txn.store.last_key(CF.TIMERS, floor, at)
+    value = txn.get(CF.TIMERS, key) if key is not None else None
+    if key is None or value is None:
+        return None
+    found = invisible.decode(key)
+    lot = set(hold.lot_seqs(found, value))
+    if found.generation != held.generation or held.seq not in lot:
+        return None
+    return key, found, lot
 
 
 def _fail_lot(

@@ -85,6 +85,10 @@ def test_scan_start_inclusive_end_exclusive_and_limit(store: RocksStore) -> None
     assert store.scan(CF.TIMERS, k(50), k(100), 10) == []
     assert store.first_key(CF.TIMERS, k(5), k(100)) == k(6)
     assert store.first_key(CF.TIMERS, k(19), k(100)) is None
+    assert store.last_key(CF.TIMERS, k(0), k(5)) == k(4)  # the last at or before
+    assert store.last_key(CF.TIMERS, k(0), k(6)) == k(6)
+    assert store.last_key(CF.TIMERS, k(5), k(5)) is None  # none from start on
+    assert store.last_key(CF.LOGS, k(0), k(100)) is None  # another column family's keys
 
 
 def test_scan_skips_deleted_keys(store: RocksStore) -> None:

@@ -50,11 +50,10 @@ def test_receive_then_ack(engine: Engine, clock: FakeClock) -> None:
     assert ack(engine, [got[0].receipt]) == [ACKED]
     assert ack(engine, [got[0].receipt]) == [ACKED]  # acking twice is still acked
     assert group_state(engine, 0) is GroupState.ACKED
-    assert len(timer_keys(engine.store)) == 1  # the ack leaves the invisibility timer …
+    assert timer_keys(engine.store) == []  # the ack deleted the timer it left with nothing to do
     clock.advance(INVISIBLE_MS)
-    wait_until(lambda: timer_keys(engine.store) == [], what="the invisibility's end")
-    assert group_state(engine, 0) is GroupState.ACKED  # … which passes the acked one by
     assert receive(engine) == []
+    assert group_state(engine, 0) is GroupState.ACKED
 
 
 def test_a_receipt_given_twice_in_one_op_counts_once(engine: Engine) -> None:
@@ -161,6 +160,37 @@ def test_one_invisibility_timer_for_a_lot_fires_only_what_is_still_held(
     clock.advance(2 * INVISIBLE_MS)  # c's own, longer invisibility ends
     again = receive(engine, wait_ms=10_000)
     assert [(r.record.msg_id, r.attempt) for r in again] == [("c", 2)]
+
+
+def invisibility_timers(engine: Engine) -> list[bytes]:
+    return [k for k in timer_keys(engine.store) if invisible.PREFIX.encode() in k]
+
+
+def test_a_lot_timer_goes_once_nothing_of_its_lot_is_held(engine: Engine, clock: FakeClock) -> None:
+    """An ack or nack deletes the invisibility timer it leaves with nothing to fail, found
+    from any seq of the lot; while any of the lot is still held, the timer stays and at its
+    end fails only those."""
+    for msg_id in ("a", "b", "c"):
+        deliver_now(engine, "t", msg_id)
+    got = {r.record.msg_id: r for r in receive(engine)}
+    assert ack(engine, [got["b"].receipt, got["c"].receipt]) == [ACKED, ACKED]
+    assert len(invisibility_timers(engine)) == 1  # a is still held
+    assert ack(engine, [got["a"].receipt]) == [ACKED]
+    assert invisibility_timers(engine) == []  # the last of the lot
+
+    for msg_id in ("d", "e"):
+        deliver_now(engine, "t", msg_id)
+    got = {r.record.msg_id: r for r in receive(engine)}
+    assert ack(engine, [got["d"].receipt]) == [ACKED]
+    assert len(invisibility_timers(engine)) == 1  # e is still held: its end must come
+    clock.advance(INVISIBLE_MS)
+    back = receive(engine, wait_ms=10_000)
+    assert [(r.record.msg_id, r.attempt) for r in back] == [("e", 2)]
+
+    nacked = [r.receipt for r in back]
+    assert run(engine.nack("t", "g", nacked, 10 * INVISIBLE_MS)) == ["nacked"]
+    assert invisibility_timers(engine) == []  # its retry timer decides now
+    assert len(timer_keys(engine.store)) == 1
 
 
 def test_acked_message_does_not_come_back(engine: Engine, clock: FakeClock) -> None:

@@ -22,6 +22,7 @@ class GroupTimer(NamedTuple):
 
 
 _SEQ_GEN = struct.Struct(">QQ")
+SEQ_GEN_BYTES = _SEQ_GEN.size  # a key's tail after its due time, target and topic
 
 
 def encode(prefix: str, due_ms: int, timer: GroupTimer) -> bytes:

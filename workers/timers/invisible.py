@@ -1,7 +1,8 @@
 """Timer kind: the end of a held message's invisibility (key: hold.py, target
 ``%INVISIBLE%group``), or of a lot's (the first holds of one receive part, one timer).
-Fires a failed attempt for each still held: visible again at once. An ack or nack does not
-delete it: by then the hold's state or generation moved on, and the fire passes it by."""
+Fires a failed attempt for each still held: visible again at once. An ack or nack that
+ends the last hold of its lot deletes it (consume._drop_spent_timers); one that passes a
+settled hold (its state or generation moved on) passes it by."""
 
 from __future__ import annotations
 
@@ -20,8 +21,12 @@ def timer_key(due_ms: int, timer: hold.GroupTimer) -> bytes:
     return hold.encode(PREFIX, due_ms, timer)
 
 
+def decode(key: bytes) -> hold.GroupTimer:
+    return hold.decode(PREFIX, key)
+
+
 def fire(txn: Txn, key: bytes, value: bytes) -> None:
-    timer = hold.decode(PREFIX, key)
+    timer = decode(key)
     settings = None
     for seq, held in consume.current_holds(txn, timer, hold.lot_seqs(timer, value)):
         if held.state is GroupState.INFLIGHT:
