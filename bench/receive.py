@@ -13,7 +13,11 @@ One server, three timed phases, each from ``CONSUMERS`` keep-alive connections:
   each receive of 100 is followed by one ``nack`` of the 100 receipts.
 - send 1000 and consume 1000 (issue 14's consumer figure): the same send and consume with
   1000 messages a request, receipts an ack. Beside msg/s, the server's CPU per message:
-  receive + ack against a durable batch send of the same size (target: within 2x).
+  receive + ack against a durable batch send of the same size (target: within 2x). The
+  two alternate in BIG_ROUNDS rounds (send a share, consume a share, …), so that a drift
+  of this VM's speed over the seconds of the run lands on both sides of the ratio (one
+  send phase then one consume phase read 1.74-2.74 x for the same build, session 20);
+  the ratio is of the totals, with the median of the rounds' ratios beside it.
 
 Every message must be settled exactly once (status "acked"/"nacked") and none received
 twice. The ratio column is each consumer phase against the send phase: a nack writes a
@@ -25,12 +29,15 @@ retry timer, as a send writes a timer.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
+import statistics
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -41,6 +48,7 @@ from bench.client import Connection, HttpError, build_request, run
 CONSUMERS = 4  # concurrent consumers on one group (and send connections for the reference)
 PER_CALL = 100  # messages per receive, receipts per ack/nack, messages per batch send
 BIG_CALL = 1_000  # the same, api.md's maximum: the consumer path's per-message cost
+BIG_ROUNDS = 5  # send 1000 / consume 1000 rounds, alternating
 INVISIBLE_MS = 600_000  # 10 min: nothing becomes visible again during the run
 SEND_DELAY_MS = 3_600_000  # the reference sends are 1 h timers, as the nack's retry timer
 RETRY_INTERVAL_MS = 3_600_000  # the nack group's fixed retry interval
@@ -69,8 +77,21 @@ class Phase:
     statuses: Counter[str] = field(default_factory=Counter)
     duplicates: int = 0
     seconds: float = 0.0
-    cpu: str = ""
     server_cpu_s: float = 0.0
+    client_cpu_s: float = 0.0
+    cpu_wall_s: float = 0.0  # the span the two CPU times were metered over
+
+    def metered(self, meter: process.CpuMeter) -> None:
+        self.server_cpu_s, self.client_cpu_s = meter.server_s, meter.client_s
+        self.cpu_wall_s = meter.wall_s
+
+    @property
+    def cpu(self) -> str:
+        """Cores busy on each side, as CpuMeter.describe."""
+        if self.cpu_wall_s <= 0:
+            return "n/a"
+        server, client = self.server_cpu_s / self.cpu_wall_s, self.client_cpu_s / self.cpu_wall_s
+        return f"server {server:.2f} cores, client {client:.2f}"
 
     @property
     def cpu_us(self) -> float:
@@ -85,6 +106,22 @@ class Phase:
     def clean(self) -> bool:
         """Every message settled once with the expected status, none received twice."""
         return self.done == self.expected and not self.duplicates and len(self.statuses) <= 1
+
+
+def merged(phases: Sequence[Phase]) -> Phase:
+    """Rounds of one kind as one phase: counts, times and CPU summed."""
+    total = Phase(expected=0)
+    for phase in phases:
+        total.expected += phase.expected
+        total.done += phase.done
+        total.calls += phase.calls
+        total.statuses.update(phase.statuses)
+        total.duplicates += phase.duplicates
+        total.seconds += phase.seconds
+        total.server_cpu_s += phase.server_cpu_s
+        total.client_cpu_s += phase.client_cpu_s
+        total.cpu_wall_s += phase.cpu_wall_s
+    return total
 
 
 async def preload(port: int, topic: str, n: int) -> None:
@@ -135,31 +172,44 @@ async def send_phase(
 
 
 async def settle_phase(
-    port: int, topic: str, n: int, consumers: int, verb: str, per_call: int = PER_CALL
+    port: int,
+    topic: str,
+    n: int,
+    consumers: int,
+    verb: str,
+    per_call: int = PER_CALL,
+    seen: set[str] | None = None,
 ) -> Phase:
-    """``consumers`` loops of receive ``per_call`` + ``verb`` (ack or nack) them, until empty."""
+    """``consumers`` loops of receive ``per_call`` + ``verb`` (ack or nack) them, until
+    ``n`` are received or the topic is empty. ``seen``: msg_ids received before (a round's
+    earlier rounds), to count a second receive across them."""
     authority = f"{process.HOST}:{port}"
     base = f"/v1/topics/{topic}/groups/{GROUP}"
-    receive = build_request(
-        "POST",
-        authority,
-        f"{base}/receive",
-        json={"max_messages": per_call, "wait_ms": 0, "invisible_ms": INVISIBLE_MS},
-    )
+
+    @functools.cache
+    def receive(limit: int) -> bytes:
+        body = {"max_messages": limit, "wait_ms": 0, "invisible_ms": INVISIBLE_MS}
+        return build_request("POST", authority, f"{base}/receive", json=body)
+
     phase = Phase(expected=n)
-    seen: set[str] = set()
+    seen = set() if seen is None else seen
+    taken = 0  # received, or asked for by a receive under way: the loops stop at n
     deadline = time.monotonic() + PHASE_TIMEOUT_S
 
     async def consumer() -> None:
+        nonlocal taken
         conn = await Connection.open(process.HOST, port)
         try:
-            for _ in range(n // per_call + 2):  # bounded: more than enough receives
-                if time.monotonic() >= deadline:
+            for _ in range(n + 2):  # bounded: each receive takes one or more, or ends it
+                if time.monotonic() >= deadline or taken >= n:
                     return
-                r = await conn.request(receive, HTTP_TIMEOUT_S)
+                want = min(per_call, n - taken)
+                taken += want
+                r = await conn.request(receive(want), HTTP_TIMEOUT_S)
                 if r.status != 200:
                     raise HttpError(f"receive: {r.status} {r.body[:300]!r}")
                 messages = r.json()["messages"]
+                taken -= want - len(messages)  # what it did not get is left for the next
                 phase.calls += 1
                 if not messages:
                     return  # everything preloaded has been handed out
@@ -193,9 +243,62 @@ class ConsumeRun:
     send: Phase
     consume: Phase
     nack: Phase
-    big_send: Phase
-    big_consume: Phase
+    big_sends: tuple[Phase, ...]  # the alternating rounds, in order
+    big_consumes: tuple[Phase, ...]
     consumers: int
+
+    @property
+    def big_send(self) -> Phase:
+        return merged(self.big_sends)
+
+    @property
+    def big_consume(self) -> Phase:
+        return merged(self.big_consumes)
+
+    def round_ratios(self) -> list[float]:
+        """Each round's server CPU a message, receive + ack over send."""
+        return [
+            c.cpu_us / s.cpu_us
+            for s, c in zip(self.big_sends, self.big_consumes, strict=True)
+            if s.cpu_us > 0 and c.cpu_us > 0
+        ]
+
+
+async def metered(pid: int, name: str, phase_of: Callable[[], Awaitable[Phase]]) -> Phase:
+    """A phase with the server's and this process's CPU over it (and py-spy on request)."""
+    with process.CpuMeter(pid) as cpu, process.Profile(pid, f"consume-{name}"):
+        phase = await phase_of()
+    phase.metered(cpu)
+    return phase
+
+
+async def big_rounds(
+    port: int, pid: int, n: int, consumers: int
+) -> tuple[tuple[Phase, ...], tuple[Phase, ...]]:
+    """Batch sends of BIG_CALL and receive + ack of BIG_CALL (``n`` preloaded on
+    BIG_CONSUME_TOPIC), alternating in rounds of an equal share."""
+    rounds = max(1, min(BIG_ROUNDS, n // BIG_CALL))
+    share = -(-n // rounds)
+    sends: list[Phase] = []
+    consumes: list[Phase] = []
+    seen: set[str] = set()
+    for i in range(rounds):
+        k = min(share, n - i * share)
+        sends.append(
+            await metered(
+                pid,
+                f"send1000-{i}",
+                partial(send_phase, port, max(k, BIG_CALL), consumers, BIG_CALL, BIG_SEND_TOPIC),
+            )
+        )
+        consumes.append(
+            await metered(
+                pid,
+                f"consume1000-{i}",
+                partial(settle_phase, port, BIG_CONSUME_TOPIC, k, consumers, "ack", BIG_CALL, seen),
+            )
+        )
+    return tuple(sends), tuple(consumes)
 
 
 async def drive(port: int, pid: int, *, consume_n: int, nack_n: int, consumers: int) -> ConsumeRun:
@@ -203,28 +306,15 @@ async def drive(port: int, pid: int, *, consume_n: int, nack_n: int, consumers: 
     await preload(port, NACK_TOPIC, nack_n)
     await preload(port, BIG_CONSUME_TOPIC, consume_n)
     await put_retry_policy(port, NACK_TOPIC, GROUP)
-    phases: list[Phase] = []
-    plan: tuple[tuple[str, Callable[[], Awaitable[Phase]]], ...] = (
-        ("send", lambda: send_phase(port, nack_n, consumers)),
-        ("consume", lambda: settle_phase(port, CONSUME_TOPIC, consume_n, consumers, "ack")),
-        ("nack", lambda: settle_phase(port, NACK_TOPIC, nack_n, consumers, "nack")),
-        (
-            "send1000",
-            lambda: send_phase(port, max(consume_n, BIG_CALL), consumers, BIG_CALL, BIG_SEND_TOPIC),
-        ),
-        (
-            "consume1000",
-            lambda: settle_phase(port, BIG_CONSUME_TOPIC, consume_n, consumers, "ack", BIG_CALL),
-        ),
+    send = await metered(pid, "send", lambda: send_phase(port, nack_n, consumers))
+    consume = await metered(
+        pid, "consume", lambda: settle_phase(port, CONSUME_TOPIC, consume_n, consumers, "ack")
     )
-    for name, phase_of in plan:
-        with process.CpuMeter(pid) as cpu, process.Profile(pid, f"consume-{name}"):
-            phase = await phase_of()
-        phase.cpu = cpu.describe()
-        phase.server_cpu_s = cpu.server_s
-        phases.append(phase)
-    send, consume, nack, big_send, big_consume = phases
-    return ConsumeRun(send, consume, nack, big_send, big_consume, consumers)
+    nack = await metered(
+        pid, "nack", lambda: settle_phase(port, NACK_TOPIC, nack_n, consumers, "nack")
+    )
+    big_sends, big_consumes = await big_rounds(port, pid, consume_n, consumers)
+    return ConsumeRun(send, consume, nack, big_sends, big_consumes, consumers)
 
 
 def measure(*, consume_n: int, nack_n: int, consumers: int = CONSUMERS) -> ConsumeRun:
@@ -269,6 +359,8 @@ def _consume_row(consume: Phase, send: Phase, per_call: int, target: int, k: int
 def rows(run_: ConsumeRun) -> list[report.Row]:
     send, nack, k = run_.send, run_.nack, run_.consumers
     big_send, big_consume = run_.big_send, run_.big_consume
+    ratios = run_.round_ratios()
+    median = f"{statistics.median(ratios):.2f}" if ratios else "n/a"
     return [
         _consume_row(run_.consume, send, PER_CALL, TARGET_MSG_S, k),
         report.Row(
@@ -293,7 +385,9 @@ def rows(run_: ConsumeRun) -> list[report.Row]:
             f"<= {TARGET_CPU_RATIO:.0f}x",
             big_consume.cpu_us <= TARGET_CPU_RATIO * big_send.cpu_us and big_consume.clean,
             f"server CPU {big_consume.server_cpu_s:.2f} s for {big_consume.done:,} messages; "
-            f"send {big_send.server_cpu_s:.2f} s for {big_send.done:,}",
+            f"send {big_send.server_cpu_s:.2f} s for {big_send.done:,}; "
+            f"{len(run_.big_sends)} alternating rounds, ratios "
+            f"{' / '.join(f'{r:.2f}' for r in ratios)} (median {median})",
         ),
     ]
 

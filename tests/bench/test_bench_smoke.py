@@ -121,17 +121,18 @@ def test_storm_figure_runs() -> None:
 
 @pytest.mark.slow
 def test_consume_figure_runs() -> None:
-    rows = receive.run_figure(consume_n=500, nack_n=300, consumers=2)
+    rows = receive.run_figure(consume_n=2_000, nack_n=300, consumers=2)
     consume, nack, big, cpu = rows
-    assert consume.notes.startswith("500 acked")
+    assert consume.notes.startswith("2,000 acked")
     assert nack.notes.startswith("300 nacked")
     assert nack.met is None  # clean: every receipt nacked once, nothing received twice
     assert "msg/s" in consume.result
     assert "batch send 100/request" in consume.ceiling
-    assert big.notes.startswith("500 acked")
+    assert big.notes.startswith("2,000 acked")  # over the rounds, each message once
     assert "batch send 1000/request" in big.ceiling
     assert cpu.result.endswith(" µs")
     assert cpu.ratio != "n/a"  # both sides measured
+    assert "2 alternating rounds, ratios " in cpu.notes  # a round of 1000 each
     rendered(rows)
 
 
