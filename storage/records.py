@@ -10,6 +10,7 @@ on disk). Only the free-form ``properties`` map is JSON (orjson), and only when 
 from __future__ import annotations
 
 import enum
+import functools
 import struct
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -79,22 +80,29 @@ def decode_message(data: bytes) -> MessageRecord:
         deliver, created, delivered, flags, n_id, n_topic, n_tag, n_props = _MESSAGE.unpack_from(
             data
         )
-        pos = _MESSAGE.size
-        msg_id = data[pos : pos + n_id].decode()
-        pos += n_id
-        topic = data[pos : pos + n_topic].decode()
-        pos += n_topic
-        tag = data[pos : pos + n_tag].decode() if flags & TAG_FLAG else None
-        pos += n_tag
-        props = orjson.loads(data[pos : pos + n_props]) if n_props else {}
-        pos += n_props
+        id_end = _MESSAGE.size + n_id
+        topic_end = id_end + n_topic
+        tag_end = topic_end + n_tag
+        pos = tag_end + n_props  # where the body starts
         if pos > len(data):
             raise ValueError(f"record cut short: {len(data)} bytes, header says {pos}+")
-        # tuple.__new__ and a dict for the enum: a third of the cost (a receive decodes
-        # every message it hands out; bench figure 5)
-        fields = (topic, msg_id, deliver, created, data[pos:])
-        encoding = _ENCODINGS[flags & ~TAG_FLAG]
-        return tuple.__new__(MessageRecord, (*fields, encoding, tag, props, delivered))
+        # One tuple.__new__ of the fields in place, a dict for the enum: a receive decodes
+        # every message it hands out (bench figure 5), and keyword construction, the enum
+        # call and a second tuple were half this function's cost.
+        return tuple.__new__(
+            MessageRecord,
+            (
+                data[id_end:topic_end].decode(),
+                data[_MESSAGE.size : id_end].decode(),
+                deliver,
+                created,
+                data[pos:],
+                _ENCODINGS[flags & ~TAG_FLAG],
+                data[topic_end:tag_end].decode() if flags & TAG_FLAG else None,
+                orjson.loads(data[tag_end:pos]) if n_props else {},
+                delivered,
+            ),
+        )
     except (struct.error, UnicodeDecodeError, orjson.JSONDecodeError, ValueError, KeyError) as exc:
         raise CorruptRecordError(f"undecodable message record: {exc}") from exc
 
@@ -163,7 +171,11 @@ def encode_inflight_as(r: Inflight, state: GroupState) -> bytes:
 _GROUP_STATES = {state.value: state for state in GroupState}
 
 
+@functools.lru_cache(maxsize=1024)
 def decode_inflight(data: bytes) -> Inflight:
+    """An in-flight record, as read. Cached: a receive's first holds share one value (the
+    lot's: attempt 1, its generation and deadline), so an ack of the lot decodes it once,
+    not a thousand times (bench figure 5); the tuple is immutable."""
     try:
         state, attempts, gen, deadline, failure = _INFLIGHT.unpack(data)
         # A dict for the Enum call and tuple.__new__ for the NamedTuple's own __new__: half
