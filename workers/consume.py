@@ -349,6 +349,8 @@ def _timer_of(
     value = txn.get(CF.TIMERS, at)
     if value is not None:  # the lot starts at this seq: a point read, the usual case
         return at, held, set(hold.lot_seqs(held, value))
+    # The store's keys only: a lot's timer is put by its receive's batch, which an ack of
+    # the lot (it needs the receipts) never shares; a delete staged here shows in txn.get.
     floor = at[: -hold.SEQ_GEN_BYTES]  # the timers of this deadline, topic and group
     key = txn.store.last_key(CF.TIMERS, floor, at)
     value = txn.get(CF.TIMERS, key) if key is not None else None

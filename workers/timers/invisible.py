@@ -1,8 +1,8 @@
 """Timer kind: the end of a held message's invisibility (key: hold.py, target
 ``%INVISIBLE%group``), or of a lot's (the first holds of one receive part, one timer).
-Fires a failed attempt for each still held: visible again at once. An ack or nack that
-ends the last hold of its lot deletes it (consume._drop_spent_timers); one that passes a
-settled hold (its state or generation moved on) passes it by."""
+Fires a failed attempt for each still held: visible again at once. The ack or nack that
+ends the last hold of its lot deletes it (consume._drop_spent_timers); any other holds of
+it that moved on (acked, nacked, held again) it passes by at its end."""
 
 from __future__ import annotations
 
