@@ -366,11 +366,14 @@ class CpuMeter:
         self.wall_s = time.monotonic() - wall
 
     def describe(self) -> str:
-        """Cores busy on each side, e.g. ``server 1.4 cores, client 0.5``."""
-        if self.wall_s <= 0:
-            return "n/a"
-        server, client = self.server_s / self.wall_s, self.client_s / self.wall_s
-        return f"server {server:.2f} cores, client {client:.2f}"
+        return describe_cpu(self.server_s, self.client_s, self.wall_s)
+
+
+def describe_cpu(server_s: float, client_s: float, wall_s: float) -> str:
+    """Cores busy on each side over ``wall_s``, e.g. ``server 1.4 cores, client 0.5``."""
+    if wall_s <= 0:
+        return "n/a"
+    return f"server {server_s / wall_s:.2f} cores, client {client_s / wall_s:.2f}"
 
 
 class Profile:

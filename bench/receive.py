@@ -37,7 +37,6 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 import orjson
@@ -87,11 +86,7 @@ class Phase:
 
     @property
     def cpu(self) -> str:
-        """Cores busy on each side, as CpuMeter.describe."""
-        if self.cpu_wall_s <= 0:
-            return "n/a"
-        server, client = self.server_cpu_s / self.cpu_wall_s, self.client_cpu_s / self.cpu_wall_s
-        return f"server {server:.2f} cores, client {client:.2f}"
+        return process.describe_cpu(self.server_cpu_s, self.client_cpu_s, self.cpu_wall_s)
 
     @property
     def cpu_us(self) -> float:
@@ -288,14 +283,18 @@ async def big_rounds(
             await metered(
                 pid,
                 f"send1000-{i}",
-                partial(send_phase, port, max(k, BIG_CALL), consumers, BIG_CALL, BIG_SEND_TOPIC),
+                functools.partial(
+                    send_phase, port, max(k, BIG_CALL), consumers, BIG_CALL, BIG_SEND_TOPIC
+                ),
             )
         )
         consumes.append(
             await metered(
                 pid,
                 f"consume1000-{i}",
-                partial(settle_phase, port, BIG_CONSUME_TOPIC, k, consumers, "ack", BIG_CALL, seen),
+                functools.partial(
+                    settle_phase, port, BIG_CONSUME_TOPIC, k, consumers, "ack", BIG_CALL, seen
+                ),
             )
         )
     return tuple(sends), tuple(consumes)
