@@ -44,6 +44,7 @@ class Settings(BaseSettings):
     writer_queue_size: int = Field(ENGINE_DEFAULTS["writer_queue_size"], ge=1)
     scan_chunk: int = Field(ENGINE_DEFAULTS["scan_chunk"], ge=1)
     put_queue_chunks: int = Field(ENGINE_DEFAULTS["put_queue_chunks"], ge=1)
+    move_pace_ms: int = Field(ENGINE_DEFAULTS["move_pace_ms"], ge=0, le=1_000)
     sweep_interval_ms: int = Field(ENGINE_DEFAULTS["sweep_interval_ms"], ge=10)
     min_free_bytes: int = Field(ENGINE_DEFAULTS["min_free_bytes"], ge=0)
     retention_ms: int = Field(ENGINE_DEFAULTS["retention_ms"], ge=1_000)

@@ -25,7 +25,7 @@ from workers.histogram import Histogram
 from workers.lag import DeliveryLag
 from workers.notify import LongPolls, Parked
 from workers.retry import GroupSettings, decode_settings
-from workers.scanner import PUT_QUEUE_CHUNKS, SCAN_CHUNK, Chunk, Scanner
+from workers.scanner import MOVE_PACE_MS, PUT_QUEUE_CHUNKS, SCAN_CHUNK, Chunk, Scanner
 from workers.streams import Streams
 from workers.sweeper import Sweeper
 from workers.timers.schedule import Schedule
@@ -42,6 +42,7 @@ class EngineConfig:
     writer_queue_size: int = 10_000  # waiting client ops before 429
     scan_chunk: int = SCAN_CHUNK
     put_queue_chunks: int = PUT_QUEUE_CHUNKS
+    move_pace_ms: int = MOVE_PACE_MS  # timers falling due back to back: a move this often
     sweep_interval_ms: int = 60_000
     retention_ms: int = 72 * 3_600_000  # delivered messages kept (RocketMQ fileReservedTime)
     dlq_retention_ms: int = 72 * 3_600_000  # dead letters kept from dead_at (RocketMQ: 3 days)
@@ -95,7 +96,12 @@ class Engine:
         )
         self.put_queue: queue.Queue[Chunk] = queue.Queue(maxsize=config.put_queue_chunks)
         self.scanner = Scanner(
-            self.store, self.writer, self.clock, self.put_queue, chunk=config.scan_chunk
+            self.store,
+            self.writer,
+            self.clock,
+            self.put_queue,
+            chunk=config.scan_chunk,
+            pace_ms=config.move_pace_ms,
         )
         self.deliverer = Deliverer(self.writer, self.put_queue)
         self.lag = DeliveryLag(

@@ -23,6 +23,11 @@ from workers.writer import Writer
 log = logging.getLogger("rocktimer.scanner")
 
 SCAN_CHUNK = 2_000  # keys per range scan; RocketMQ RIP-82 scans the same per round
+# While timers fall due back to back, at most one scan (so one move) this often: a move's
+# fixed cost (~250 µs of CPU here: a batch, a commit, its events) is most of what a few
+# timers cost, and at 5,000 timers/s a move every millisecond took 0.45 of a core; every
+# 2 ms, 0.29 (bench/README, session 21). A timer due after a quiet spell is scanned at once.
+MOVE_PACE_MS = 2
 PUT_QUEUE_CHUNKS = 4  # chunks waiting for the deliverer: ~8k timers in memory at most
 BUSY_BACKOFF_MS = 1  # a due key beyond the scan horizon: the writer is mid-commit
 HORIZON_WAIT_S = 0.05  # longest wait for a batch in progress to end (then rescan anyway)
@@ -73,6 +78,7 @@ class Scanner(WorkerThread):
         clock: Clock,
         put_queue: queue.Queue[Chunk],
         chunk: int = SCAN_CHUNK,
+        pace_ms: int = MOVE_PACE_MS,
     ) -> None:
         super().__init__()
         self.store = store
@@ -80,6 +86,7 @@ class Scanner(WorkerThread):
         self.clock = clock
         self.put_queue = put_queue
         self.chunk = chunk
+        self.pace_ms = pace_ms
         self.cursor = _resume_cursor(store.get(CF.META, keys.WATERMARK_KEY), clock.now_ms())
         self.held = 0  # keys in hand right now (introspection for tests and metrics)
         self.held_due: int | None = None  # the due time of the first of them
@@ -89,6 +96,8 @@ class Scanner(WorkerThread):
         # chunk, the last key handed over (what follows is due no earlier).
         self.next_due_ms: int | None = None
         self._sleep_until: int | None = None
+        # No scan before then: a part chunk was just handed over (see MOVE_PACE_MS).
+        self._paced_until = 0
 
     def hint(self, due_ms: int) -> None:
         """The writer committed a timer due at ``due_ms``: wake if that is earlier."""
@@ -105,6 +114,9 @@ class Scanner(WorkerThread):
                 self._stop.wait(STORAGE_RETRY_S)
 
     def _round(self) -> None:
+        self._pace()
+        if self.stopping:
+            return
         # Order matters: forget the sleep target and clear the wake-up *before* scanning,
         # so a commit that lands after the scan always wakes the next wait.
         self._sleep_until = None
@@ -121,7 +133,8 @@ class Scanner(WorkerThread):
             self._hand_over(found)
             if len(found) == self.chunk:
                 self.next_due_ms = keys.read_u64(found[-1][0])
-                return  # more may be due: scan again at once
+                return  # more may be due: scan again at once (a storm is not paced)
+            self._paced_until = horizon + self.pace_ms
         # Everything due up to the horizon is handed over and no key can land there later
         # (Writer.scan_horizon): skip the tombstones of acked invisibility timers and
         # cancelled messages behind it instead of walking them again every round.
@@ -143,6 +156,15 @@ class Scanner(WorkerThread):
             return
         gil.fine()
         self.clock.wait(self._wake, due)
+
+    def _pace(self) -> None:
+        """Wait out the pace after a move. A wake-up does not end it (a timer sent due
+        before its end waits for it too, at most ``pace_ms``); a stop does."""
+        while self.clock.now_ms() < self._paced_until:
+            self._wake.clear()
+            if self.stopping:  # stop() sets the flag, then the wake-up: never lost
+                return
+            self.clock.wait(self._wake, self._paced_until)
 
     def _hand_over(self, found: Chunk) -> None:
         self.held_due = keys.read_u64(found[0][0])

@@ -224,7 +224,7 @@ def test_a_zero_invisibility_still_comes_back(engine: Engine, clock: FakeClock) 
     assert [r.attempt for r in held] == [1]
     (key,) = timer_keys(engine.store)
     assert keys.decode_timer_key(key).due_ms > clock.now_ms()
-    clock.advance(1)
+    clock.advance(engine.scanner.pace_ms)  # due in 1 ms, moved once the last move's pace ends
     again = receive(engine, wait_ms=10_000)
     assert [(r.record.msg_id, r.attempt) for r in again] == [("m", 2)]
 

@@ -178,3 +178,32 @@ def test_an_idle_engine_does_not_spin(engine: Engine, clock: FakeClock) -> None:
     time.sleep(0.5)
     cpu, wall = time.process_time() - cpu, time.monotonic() - wall
     assert cpu < 0.3 * wall, f"{cpu:.2f}s of CPU in {wall:.2f}s idle"
+
+
+def test_timers_due_back_to_back_are_moved_once_a_pace_and_one_after_a_quiet_spell_at_once(
+    engine: Engine, clock: FakeClock
+) -> None:
+    """One move per MOVE_PACE_MS while timers fall due every millisecond (each move's fixed
+    cost shared), never more than that late; the first after a quiet spell goes at once."""
+    start = clock.now_ms()
+    pace = engine.scanner.pace_ms
+    assert pace == 2
+    for i in range(1, 6):
+        run(engine.send(record("t", f"m{i}", start + i)))
+    run(engine.send(record("t", "lone", start + 100)))
+
+    clock.advance(1)
+    wait_until(moved_is(engine, 1), what="the first, at once")
+    clock.advance(1)  # m2 is due, inside the pace
+    time.sleep(0.2)  # time for a scan, if one were made
+    assert engine.deliverer.moved == 1
+    clock.advance(1)  # the pace is over: m2 and m3 in one move
+    wait_until(moved_is(engine, 3), what="m2 and m3")
+    assert engine.deliverer.batches == 2
+    clock.advance(2)
+    wait_until(moved_is(engine, 5), what="m4 and m5")
+    assert engine.deliverer.batches == 3
+    clock.set(start + 100)
+    wait_until(moved_is(engine, 6), what="the lone timer")
+    done = {m: engine.status("t", m).entry.done_at_ms - start for m in ("m1", "m2", "m3", "lone")}
+    assert done == {"m1": 1, "m2": 3, "m3": 3, "lone": 100}
