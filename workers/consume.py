@@ -313,21 +313,15 @@ def _drop_spent_timers(
     (a pusher's acks come in pieces of its lots: bench figure 17). The lot holding a settled
     seq is the timer at or before that seq's key (one backward seek); it goes once none of
     its lot is held with its generation any more."""
-    marks = {(held.deadline_ms, held.generation) for _, held, _ in settled}
-    lots: dict[tuple[int, int], list[int]] = {}
-    if len(marks) == 1:  # the usual op: (part of) the lot one receive took
-        lots[marks.pop()] = [seq for seq, _, _ in settled]
-    else:
-        for seq, held, _ in settled:
-            lots.setdefault((held.deadline_ms, held.generation), []).append(seq)
+    lots: dict[tuple[int, int], list[int]] = {}  # usually one: (part of) a receive's lot
+    for seq, held, _ in settled:
+        lots.setdefault((held.deadline_ms, held.generation), []).append(seq)
     looked = 0
     for (deadline, generation), seqs in lots.items():
         left = sorted(seqs)
         while left and looked < MAX_TIMER_LOOKUPS:
             looked += 1
-            timer = _timer_of(
-                txn, topic, group, deadline, GroupTimer(topic, group, left[0], generation)
-            )
+            timer = _timer_of(txn, deadline, GroupTimer(topic, group, left[0], generation))
             if timer is None:
                 left = left[1:]  # its timer fired, or an op deleted it already
                 continue
@@ -340,7 +334,7 @@ def _drop_spent_timers(
 
 
 def _timer_of(
-    txn: Txn, topic: str, group: str, deadline: int, held: GroupTimer
+    txn: Txn, deadline: int, held: GroupTimer
 ) -> tuple[bytes, GroupTimer, set[int]] | None:
     """The invisibility timer whose lot holds ``held``'s seq with its generation: its key,
     what it decodes to and its lot's seqs; None if there is none (it fired, or was
