@@ -2,7 +2,7 @@
 
 The engine and settings are read off ``request.app.state`` by plain functions rather than
 FastAPI dependencies: dependency solving was a third of the event loop's time per send
-(bench figure 1), and these two never vary per request.
+on a single send), and these two never vary per request.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ and answers the hot routes (app/fastpath.py) itself; everything else goes on to 
 and its own middleware stack. Hot requests (sends, receives, acks) thus cross no
 framework layer at all: each of the ten the stack had (uvicorn's proxy headers,
 Starlette's error middlewares, FastAPI's body limit and telemetry, and ours) wrapped
-``send`` and cost a few microseconds on every request (bench figure 1).
+``send`` and cost a few microseconds on every request.
 """
 
 from __future__ import annotations

@@ -5,8 +5,7 @@ httptools keeps every header byte it is fed until the headers end, with no limit
 pass MAX_HEADER_BYTES in all with 431, closing the connection. Headers still incomplete
 are bounded by the bytes read while they last (a read is at most 256 KiB); complete ones
 are counted exactly as the parser handed them over, but only when those bytes passed the
-bound (the head is a part of them): a request pays for two callbacks, not one per header
-(figure 1).
+bound (the head is a part of them): a request pays for two callbacks, not one per header.
 
 uvicorn writes a reply's head and its body to the socket apart: two sends, each waking
 the client, for every request. A reply's first write is held until its next one or the

@@ -5,7 +5,7 @@ ULID's monotonic mode, ids made within one millisecond count up from a random st
 instead of each being random. That is for RocksDB: a batch's 1000 timer and index keys
 then land side by side at the end of the memtable's skip list, where 1000 random ids are
 1000 cache-missing walks from the top; it made the whole batch send 2.5x cheaper at the
-memtable (bench figure 2). The random start has its top bit clear, so counting up never
+memtable. The random start has its top bit clear, so counting up never
 carries into the time part.
 
 Hex keeps the making to one format call (base32 is pure Python in 3.11 and cost 2.5 µs an

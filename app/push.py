@@ -57,7 +57,7 @@ RECEIVE_WAIT_MS = 30_000  # each long poll of a push group (cut short at a chang
 BACKOFF_S = 0.1  # after the writer refused an op (its queue was full): try again then
 SETTLING_MAX = 1_024  # answered messages a group may hold while their acks commit: an fsync
 # of 20-50 ms must not stop the receives (bounded at max_in_flight, at 5,000/s a group
-# stopped for each fsync longer than ~25 ms: webhook lateness p99 23-66 ms, bench figure 17)
+# stopped for each fsync longer than ~25 ms and webhooks came tens of ms late)
 STOP_GRACE_S = 2.0  # at a stop, POSTs under way get this long; cut off, they come back
 
 Key = tuple[str, str]  # (topic, group)

@@ -3,9 +3,9 @@ request per connection at a time, each request written in one piece.
 
 Why not httpx (a dependency anyway): against a local receiver it managed ~60 POSTs/s, its
 headers and body leaving in two writes that Nagle and delayed ACKs hold up, and at best
-some thousands per second of pure-Python work per request; a push group needs ~10,000/s
-(bench figure 17). This is an asyncio protocol fed by httptools' C parser (uvicorn's),
-reading only the status and the headers a push needs; replies' bodies are dropped.
+some thousands per second of pure-Python work per request; a push group needs ~10,000/s.
+This is an asyncio protocol fed by httptools' C parser (uvicorn's), reading only the
+status and the headers a push needs; replies' bodies are dropped.
 
 A connection the receiver closed while idle is dropped from the pool when its close
 arrives; one that fails before any byte of its reply, when it was reused, is retried once

@@ -16,7 +16,7 @@ One server, three timed phases, each from ``CONSUMERS`` keep-alive connections:
   receive + ack against a durable batch send of the same size (target: within 2x). The
   two alternate in BIG_ROUNDS rounds (send a share, consume a share, …), so that a drift
   of this VM's speed over the seconds of the run lands on both sides of the ratio (one
-  send phase then one consume phase read 1.74-2.74 x for the same build, session 20);
+  send phase then one consume phase read 1.74-2.74 x for one build within an hour);
   the ratio is of the totals, with the median of the rounds' ratios beside it.
 
 Every message must be settled exactly once (status "acked"/"nacked") and none received

@@ -3,7 +3,7 @@
 A busy Python loop, nothing else running, times fixed chunks of work (``spin``, ~0.2 ms) by
 its thread's CPU time. On a quiet machine every chunk costs about the same; on a shared
 VM the whole machine now and then runs several times slower for tens of milliseconds
-(session 19, bench/README: on this 2-core VM, 50-100 ms bursts at 5 x or more slower,
+(on the 2-core VM of bench/README.md: 50-100 ms bursts at 5 x or more slower,
 every 1.5-2 s, seen at the same instants by loops on both cores). A timer falling due
 inside such a burst is late whatever the server does, so the figures report these beside
 their lateness, measured in the same run.

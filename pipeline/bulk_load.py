@@ -133,8 +133,8 @@ class Loader:
     """One task's work: check rows, fill per-topic batches, send them, tally the answers.
 
     Up to ``IN_FLIGHT`` batches are on their way at once, each on its own connection, while
-    this thread goes on checking rows: the service's time per batch overlaps the task's
-    (bench figure 16), and memory stays bounded by those batches."""
+    this thread goes on checking rows: the service's time per batch overlaps the task's,
+    and memory stays bounded by those batches."""
 
     def __init__(self, target: Target, in_flight: int = IN_FLIGHT) -> None:
         self.target = target

@@ -1,7 +1,7 @@
 """Values of the events CF as one Arrow table with the Parquet schema of pipeline.md, §1.
 
 Imported by the exporter's thread only: pyarrow and numpy take ~0.4 s to import, which
-a restart of the server does not wait for (bench figure 7)."""
+a restart of the server does not wait for."""
 
 from __future__ import annotations
 

@@ -6,10 +6,10 @@ fixed header, msg_id, topic and tag; whatever body bytes follow are ignored). Th
 paths already hold that record encoded — a send's timer value, a moved timer's value, a
 log entry — so staging an event is two appends (``Staged``), a storm's span of
 deliveries is staged by C-level ``extend``s, and a batch's events are encoded by a few
-joins, never a Python loop per message (figure 11 of bench/ is the budget: at most 10 %
-of a send). The value is columnar, so the exporter decodes thousands of events with a
-few numpy operations instead of a Python loop per event: it runs beside the writer and
-would otherwise take the GIL from it.
+joins, never a Python loop per message (the event log may cost a send at most 10 %).
+The value is columnar, so the exporter decodes thousands of events with a few numpy
+operations instead of a Python loop per event: it runs beside the writer and would
+otherwise take the GIL from it.
 
 Value layout (little-endian): header ``version, n, now_ms, group bytes, topic bytes``;
 ``n`` kind bytes; ``n`` int32 attempts (0 = none); ``n`` group lengths (u8, 0 = none);
@@ -64,7 +64,7 @@ class Staged:
     """The events one batch staged, as the columns ``encode`` writes: a record head and a
     kind byte each, and the rare group event's extras aside (index, attempt, group,
     topic), so staging a send's event is two appends and encoding a batch's thousand is a
-    few C-level joins (bench figure 11: the send paths' budget)."""
+    few C-level joins: the send paths' budget for the event log is small."""
 
     __slots__ = ("extras", "heads", "kinds")
 
@@ -104,7 +104,7 @@ class Staged:
         """One event per encoded record (a storm's moved timers, a receive's lot): each
         record's head only, up to its tag. Whole 190-byte values (body included) wrote
         twice the bytes the event needs into every storm's batches (in process: the commit
-        +0.4 µs a timer), and made the consumer path's events half its cost (figure 5)."""
+        +0.4 µs a timer), and made the consumer path's events half its cost."""
         # Inlined, not a function per value (that was a fifth of the move's staging); the
         # tag's length is two bytes at N_TAG_AT.
         self.heads.extend(

@@ -30,7 +30,7 @@ INTERNAL_PREFIXES = (RETRY_PREFIX, INVISIBLE_PREFIX, SCHEDULE_PREFIX, TAG_PREFIX
 
 # u64(value): eight big-endian bytes; raises ``struct.error`` outside 0..2**64-1. The
 # struct's own method, not a function around it: keys of a lot are made eight times a
-# message on the consumer path (bench figure 5).
+# message on the consumer path.
 u64: Callable[[int], bytes] = _U64.pack
 
 

@@ -87,7 +87,7 @@ def decode_message(data: bytes) -> MessageRecord:
         if pos > len(data):
             raise ValueError(f"record cut short: {len(data)} bytes, header says {pos}+")
         # One tuple.__new__ of the fields in place, a dict for the enum: a receive decodes
-        # every message it hands out (bench figure 5), and keyword construction, the enum
+        # every message it hands out, and keyword construction, the enum
         # call and a second tuple were half this function's cost.
         return tuple.__new__(
             MessageRecord,
@@ -175,11 +175,11 @@ _GROUP_STATES = {state.value: state for state in GroupState}
 def decode_inflight(data: bytes) -> Inflight:
     """An in-flight record, as read. Cached: a receive's first holds share one value (the
     lot's: attempt 1, its generation and deadline), so an ack of the lot decodes it once,
-    not a thousand times (bench figure 5); the tuple is immutable."""
+    not a thousand times; the tuple is immutable."""
     try:
         state, attempts, gen, deadline, failure = _INFLIGHT.unpack(data)
         # A dict for the Enum call and tuple.__new__ for the NamedTuple's own __new__: half
-        # the cost (every ack decodes one; bench figure 5)
+        # the cost (every ack decodes one)
         return tuple.__new__(Inflight, (_GROUP_STATES[state], attempts, gen, deadline, failure))
     except (struct.error, KeyError) as exc:
         raise CorruptRecordError(f"undecodable in-flight record: {exc}") from exc

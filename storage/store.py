@@ -33,7 +33,7 @@ SECRET_BYTES = 32  # store secrets (receipt MACs): HMAC-SHA256's own key size
 BLOOM_BITS_PER_KEY = 10  # ~1% false positives: a send of a new msg_id skips SSTs it isn't in
 BLOCK_CACHE_BYTES = 64 * 1024 * 1024  # one LRU of data blocks for every CF: RocksDB's
 # default is a 32 MiB cache per CF, 7 of them, which filled with blocks of long-deleted
-# SSTs and raised RSS by ~1.5 MiB a minute for hours (bench figure 15)
+# SSTs and raised RSS by ~1.5 MiB a minute for hours
 MAX_LOG_FILE_BYTES = 4 * 1024 * 1024  # RocksDB's info LOG rolls at this size; by default it
 KEEP_LOG_FILES = 3  # grows for as long as the process runs, and every open keeps one more
 

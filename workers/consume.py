@@ -206,7 +206,7 @@ def _hold_fresh(
     """``_hold`` of log entries (seq, encoded record) the group never held before, all at
     once: their first holds share one in-flight record (attempt 1, generation and
     deadline of this batch), and their keys, events and receipts are made per op, not a
-    call per message (bench figure 5: the consumer path's cost is per message)."""
+    call per message (the consumer path's cost is per message)."""
     if not logged:
         return []
     generation, deadline = txn.now_ms, _deadline(txn, invisible_ms)
@@ -279,7 +279,7 @@ def nack(txn: Txn, topic: str, group: str, receipts: list[str], delay_ms: int | 
     decoded = _decoded(txn, topic, group, receipts)
     holds = _holds(txn, topic, group, decoded)
     # Each nacked event's record, read with one multi-get up front (a nack changes no log
-    # entry): a point read per message was a sixth of an ack's cost (bench figure 5).
+    # entry): a point read per message was a sixth of an ack's cost.
     seqs = [d.seq for d in decoded if d is not None]
     logged = _logged(txn, topic, seqs)
     past = _past_retention(txn, topic, seqs)
@@ -310,7 +310,7 @@ def _drop_spent_timers(
     fails only what is still held with its generation, and this ack or nack has just ended
     those holds. Left in place, each would still be scanned, moved and read back at its
     deadline: on a steady consumer as many moves again as receives, ``invisible_ms`` later
-    (a pusher's acks come in pieces of its lots: bench figure 17). The lot holding a settled
+    (a pusher's acks come in pieces of its lots). The lot holding a settled
     seq is the timer at or before that seq's key (one backward seek); it goes once none of
     its lot is held with its generation any more."""
     lots: dict[tuple[int, int], list[int]] = {}  # usually one: (part of) a receive's lot
@@ -368,7 +368,7 @@ def _fail_lot(
 ) -> None:
     """``fail`` of each ``(seq, hold, delay)`` a nack took, after its nacked event. The
     usual way (a retry timer each) is staged once for the lot; past retention, dead after
-    ``max_attempts`` or ready at once, one by one as ``fail`` does (bench figure 5)."""
+    ``max_attempts`` or ready at once, one by one as ``fail`` does."""
     now, slot, u64 = txn.now_ms, keys.inflight_prefix(topic, group), keys.u64
     lot = [(seq, held.attempts) for seq, held, _ in nacked]
     _emit_logged(txn, EventKind.NACKED, logged, topic, group, lot)
@@ -426,7 +426,7 @@ def _holds(
     txn: Txn, topic: str, group: str, decoded: list[Receipt | None]
 ) -> dict[int, bytes | None]:
     """The in-flight records of these receipts, read at once before an op changes any (a
-    point read each was ~1 µs of an ack's ~20; bench figure 5)."""
+    point read each was ~1 µs of an ack's ~20)."""
     seqs = [d.seq for d in decoded if d is not None]
     slot = keys.inflight_prefix(topic, group)
     return dict(zip(seqs, txn.get_seqs(CF.INFLIGHT, slot, seqs), strict=True))
@@ -533,7 +533,7 @@ def emit_events(
 ) -> None:
     """Group events about the messages at these ``(seq, attempt)`` of ``topic``'s log,
     their records read with one multi-get (a read per acked message was a sixth of an
-    ack's cost, bench figure 5), and not at all with the event log off."""
+    ack's cost), and not at all with the event log off."""
     _emit_logged(txn, kind, _logged(txn, topic, [seq for seq, _ in held]), topic, group, held)
 
 

@@ -30,8 +30,8 @@ from workers.writer import Writer
 SEGMENT_ROWS = 100_000  # events per segment: ~20 MB of columns in memory while sealed
 SCAN_VALUES = 64  # CF values (one batch's events each) read per scan
 DEFER_LAG_MS = 20  # deliveries this far behind (a storm draining): a round waits for them
-# (100 let a seal run through the first tenth of figure 11's 1 s storm: drain with the event
-# log on 0.77-0.79 of off, 0.88-0.96 at 20; steady timers at figure 3's rate stay below it)
+# (at 100 a seal ran through the first tenth of a 1 s storm's drain and cost it ~20 %;
+# steady timers at 5,000/s stay well below 20 ms behind)
 DEFER_MAX_MS = 30_000  # but no longer than this (the events wait in the CF meanwhile)
 DEFER_POLL_S = 0.05
 EVENTS_DIR = "events"  # under the data dir (pipeline.md)
@@ -95,7 +95,7 @@ class Exporter(Periodic):
     def _give_way(self) -> None:
         """Between two slices of a round: let due timers have the GIL (gil.give_way); while
         a storm of them drains, wait (until DEFER_MAX_MS into the round): a seal took ~14 % of
-        the GIL's samples from the moves of figure 4's storm, and nothing is late for an
+        the GIL's samples from a storm's moves, and nothing is late for an
         export."""
         gil.give_way()
         if self.behind is None:
@@ -111,7 +111,7 @@ class Exporter(Periodic):
 
     def export(self) -> int:
         """Seal every event in the store; returns how many were sealed."""
-        # Imported here, not at the top: a restart does not wait for it (bench figure 7).
+        # Imported here, not at the top: a restart does not wait for it.
         # It imports no pyarrow: sealing does, in the sealer's process (~50 MiB of RSS).
         from workers import segments
 
@@ -119,7 +119,7 @@ class Exporter(Periodic):
             segments.remove_hidden(self.root)
         # Up to the events there now: what arrives while this round writes waits for the
         # next one. Chasing it sealed a stream of tiny segments back to back under a
-        # steady load (bench figure 13, 1,700 fires/s: a quarter of a core, and thousands
+        # steady load (1,700 schedule fires/s: a quarter of a core, and thousands
         # of files a day for Spark to list).
         next_seq = self.store.get(CF.META, keys.EVENTS_NEXT_KEY)
         upto = keys.event_key(keys.read_u64(next_seq)) if next_seq else _END

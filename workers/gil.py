@@ -3,10 +3,10 @@
 A thread that wants the GIL waits up to ``sys.getswitchinterval()`` for the thread holding
 it. The event loop parsing a batch send holds it in long stretches, and a due timer makes
 three hand-offs (scanner, deliverer, writer), each of which could wait that long at
-CPython's 5 ms (py-spy of bench figure 10): so while timers fall due the interval is
+CPython's 5 ms (py-spy of a loaded server): so while timers fall due the interval is
 0.5 ms. It is not for free: every waiting thread then wakes and forces a switch ten times
 as often, which cost the writer and syncer threads twice their CPU on a single-send load
-with nothing due (~25 % of the whole server's, bench figure 1). The scanner, which knows
+with nothing due (~25 % of the whole server's). The scanner, which knows
 when the next timer is due, sets it: fine from ``LEAD_MS`` before a due time until
 nothing is due soon, CPython's default otherwise.
 """

@@ -23,7 +23,7 @@ from workers.scanner import Chunk, Scanner
 DUE_COUNT_CAP = 10_000  # due keys counted ahead of the scanner for the backlog gauge:
 # the count walks keys on the caller's thread; past this, the oldest age tells the rest
 DUE_COUNT_TTL_MS = 1_000  # the count ahead of the scanner is reused this long: /metrics
-# polled every 20 ms (bench figure 4) walked 10k keys each time, ~5 ms of the GIL a scrape in
+# polled every 20 ms through a storm walked 10k keys each time, ~5 ms of the GIL a scrape in
 # a storm; reused for 100 ms it was still 4 % of the storm's GIL samples (py-spy --gil)
 RETRY_AFTER_S = 1  # what a refused send is told; the backlog drains at ~100k timers/s
 

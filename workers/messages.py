@@ -63,7 +63,7 @@ def send_many(
     raws = txn.get_many(CF.MESSAGES, looked_up)
     live = [k for k in index_keys if k]
     if _all_new(txn, recs, live, raws):
-        # The common batch (bench figure 2, a bulk load, single sends sent together): staged
+        # The common batch (a batch send, a bulk load, single sends sent together): staged
         # a column at a time, with no savepoint, op call or put per message (in process:
         # 3.6 -> 2.2 µs a message).
         point = txn.savepoint()

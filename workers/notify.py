@@ -1,12 +1,12 @@
 """Long polls: a receiver that found nothing parks, and the commit that gives its topic
 something to read runs its receive at once, as the very next batch.
 
-The old way, a delivery reached a waiting consumer in three thread hops: the writer woke
-the event loop, the loop queued a receive for the writer, the writer woke the loop again
-with the result; each hop waited for the GIL behind whatever else was running (bench
-figure 3 b). Now the commit's hook claims the parked receives of every topic it woke and
-whoever wrote that batch runs them next (Writer.follow_up); the loop hears back once,
-with the messages.
+Through the event loop alone, a delivery would reach a waiting consumer in three thread
+hops: the writer wakes the loop, the loop queues a receive for the writer, the writer wakes
+the loop again with the result; each hop waits for the GIL behind whatever else is running,
+and a long-polling consumer hears of a due message milliseconds late. So the commit's hook
+claims the parked receives of every topic it woke and whoever wrote that batch runs them
+next (Writer.follow_up); the loop hears back once, with the messages.
 
 A parked receive is claimed or cancelled exactly once, under one lock: the writer claims
 it (then its receive runs and its future gets the result), or the loop cancels it (time

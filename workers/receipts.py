@@ -43,7 +43,7 @@ def encode_receipts(
     secret: bytes, topic: str, group: str, held: Sequence[tuple[int, int]]
 ) -> list[str]:
     """The receipt of each ``(seq, generation)``: a receive's replies made per op, the
-    URL-safe translation and the text made once for them all (bench figure 5)."""
+    URL-safe translation and the text made once for them all."""
     keyed = _keyed(secret, topic, group)
     pack, b64 = _HEAD.pack, binascii.b2a_base64
     padded = []

@@ -186,8 +186,8 @@ class Engine:
         The sends that arrive in one turn of the event loop go to the writer together, as
         one ``send_batch`` (each still succeeds or fails alone): their messages staged as
         columns in one op, run on the loop when the writer is idle, instead of an op, a
-        savepoint and a thread hand-off each (figure 1, bench.ab: the server's CPU a
-        request 141 -> 112 µs, 1.23 × the requests/s). A send waiting for its turn to end
+        savepoint and a thread hand-off each (about a fifth of the server's CPU a single-send
+        request). A send waiting for its turn to end
         counts as a queued request, and so does each send of a queued op: a full queue
         refuses the same sends it did one op each (Overloaded, 429)."""
         loop = asyncio.get_running_loop()

@@ -27,7 +27,7 @@ SCAN_CHUNK = 2_000  # keys per range scan; RocketMQ RIP-82 scans the same per ro
 # While timers fall due back to back, at most one scan (so one move) this often: a move's
 # fixed cost (~250 µs of CPU here: a batch, a commit, its events) is most of what a few
 # timers cost, and at 5,000 timers/s a move every millisecond took 0.45 of a core; every
-# 2 ms, 0.29 (bench/README, session 21). A timer due after a quiet spell is scanned at once.
+# 2 ms, 0.29. A timer due after a quiet spell is scanned at once.
 MOVE_PACE_MS = 2
 PUT_QUEUE_CHUNKS = 4  # chunks waiting for the deliverer: ~8k timers in memory at most
 BUSY_BACKOFF_MS = 1  # a due key beyond the scan horizon: the writer is mid-commit

@@ -2,7 +2,7 @@
 Parquet file (storage/event_table.py, workers/segments.py), in a child process.
 
 Decoding (numpy) and compressing (zstd) cost ~0.7 µs an event. In the exporter's thread
-that was the server's GIL: about a tenth of a durable batch send's CPU (bench figure 2),
+that was the server's GIL: about a tenth of a durable batch send's CPU,
 taken from the event loop and the writer. A child process has its own interpreter and,
 on a machine of two cores or more, its own core; the exporter hands it a segment's raw
 values through a pipe (a copy of ~100 bytes an event) and waits for the file.
@@ -36,8 +36,8 @@ _LEN = struct.Struct("<Q")
 STOP_WAIT_S = 10.0  # a child finishing a segment; then it is killed
 NICE = 5  # the child yields a busy core to the server's own threads
 DECODE_SLICE = 2_048  # events decoded at a time in the exporter's thread: numpy holds the
-# GIL through each call, ~10 ms a call for a segment of 100k events at once (lateness p99
-# 1 -> 7 ms, max 60 ms in bench figure 3 while the exporter sealed); a slice's ~0.1 ms
+# GIL through each call, ~10 ms a call for a segment of 100k events at once (due timers
+# up to 60 ms late while the exporter sealed); a slice's ~0.1 ms
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # for ``-m``
 
 

@@ -13,7 +13,7 @@ from storage.store import CF, DeleteRange, RocksStore
 _MISSING = object()
 _MANY = object()  # an undo entry's key when it undoes a whole put_many
 # Fewer seqs than this are read with a multi-get, not a scan (Txn.get_seqs): a scan's
-# iterator costs ~11 µs before its first key, a multi-get ~1 µs a key (this VM, session 14).
+# iterator costs ~11 µs before its first key, a multi-get ~1 µs a key (rocksdict, 2 cores).
 SCAN_MIN_SEQS = 8
 # The meta values a writer keeps between batches (Txn, meta): past this many keys it
 # starts again from empty (a cursor, a lane end and a group's counts each take one).
@@ -46,8 +46,8 @@ class Txn:
         # The meta CF's values as the commits left them (key -> value, None: absent), kept
         # by the one writer across its batches: the small keys every op reads (cursors,
         # lane ends, counters, group settings) cost a store read each otherwise, several
-        # per receive or ack (bench figure 3 (b)). Filled by reads, updated by commits;
-        # emptied by the writer when a commit fails.
+        # per receive or ack, on the path a long-polling consumer waits on. Filled by reads,
+        # updated by commits; emptied by the writer when a commit fails.
         self.meta = meta
         self.now_ms = now_ms
         self.cancels_committed = cancels_committed  # the writer's count before this batch

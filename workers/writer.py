@@ -61,14 +61,13 @@ T = TypeVar("T")
 GROUP_COMMIT_MAX_ITEMS = 256  # messages per client batch (an op weighs its messages): bounds
 # how long a move of due timers can wait behind client work. A batch send comes in parts of
 # at most this many (submit_parts): a whole batch send of 1000 as one unit kept a move
-# waiting for all of it (bench figure 10)
+# waiting for all of it
 CONSUME_WEIGHT = 2  # a message received or acked weighs as much as this many sent: ~9-12 µs
-# of the writer against ~6-8 since receive and ack make their writes per op (session 14; it
-# was 4 at ~25-30 µs, bench figure 5 beside figure 2); one receive of 1000 or one ack of 800
-# receipts as a single op held the scan horizon 25-35 ms (figure 10's consumer)
+# of the writer against a send's ~6-8 (receive and ack make their writes per op); one
+# receive of 1000 or one ack of 800 receipts as a single op held the scan horizon 25-35 ms
 CONSUME_PART = GROUP_COMMIT_MAX_ITEMS // CONSUME_WEIGHT  # messages per receive / ack op
 DRAIN_TURNS = 3  # units of draining work (receive/ack parts) taken per unit of sends when
-# both wait (bench figure 10: 1 let the timers' consumer fall seconds behind)
+# both wait (at 1, a consumer of due timers fell seconds behind a producer)
 INTERNAL_QUEUE = 4  # moves waiting for the writer; more only adds memory, not speed
 MOVE_HANDOFF_S = 0.005  # longest the writer holds client work back for a due timer the
 # scanner could not scan until the last batch ended (its scan and the deliverer's hand-off
@@ -127,7 +126,7 @@ class _ClientQueue:
     those that drain the store (receives, acks, cancels …) and those that grow it (sends).
     A consumer's receive of 1000 comes in parts (Engine.receive); in one queue behind a
     producer's batch parts, each part waited for all of them and the consumer fell seconds
-    behind the timers (bench figure 10, (c)); draining always first starved the producer
+    behind the timers; draining always first starved the producer
     instead (0.01 of its rate alone), and one turn each let the consumer fall behind again
     (a receive of 1000 is 16 parts, each then behind a send unit)."""
 
@@ -182,7 +181,7 @@ class _ClientQueue:
     def drains_turn(self) -> bool:
         """Ops that drain the store wait, and it is not the sends' turn: a consumer's turn
         after a move counts as one of the drains' DRAIN_TURNS (taken out of turn, it
-        starved the producer under bench figure 10 (c): 0.03 of its rate alone)."""
+        starved a producer beside consumers and due timers: 0.03 of its rate alone)."""
         return bool(self._drains) and not (self._grows and self._drain_turns >= DRAIN_TURNS)
 
 
@@ -298,7 +297,7 @@ class Writer(_Loop):
         ``inline``: if the writer thread is idle, run the op right here, on the event loop,
         as a batch of its own (the fsync, if durable, still on the syncer): two thread
         hand-offs fewer, which on this VM cost more than a small op itself (a receive or an
-        ack; bench figure 3). Only for ops that never block.
+        ack). Only for ops that never block.
 
         ``weight``: the messages the op handles (a batch send's items), so that one client
         batch stays one bounded unit of work ahead of a move.
@@ -428,7 +427,7 @@ class Writer(_Loop):
 
         How the scanner waits for a key that is due but not yet behind the horizon: a
         rescan every millisecond meanwhile cost a third of the GIL under a send storm
-        (two RocksDB iterators a round; py-spy, bench figure 10).
+        (two RocksDB iterators a round; py-spy).
         """
         with self._horizon:
             self._move_due = True
@@ -468,7 +467,7 @@ class Writer(_Loop):
         last leg of a delivery) waits its turn: it goes before the next move. While timers
         fall due back to back the scanner always waits on the batch being written, and
         moves kept the slot one after another while a consumer's receive waited behind
-        them (bench figure 3 (b): receives queued 30-50 ms behind chains of moves). Sends
+        them (receives queued 30-50 ms behind chains of moves). Sends
         still wait for the moves."""
         return self._moved_last and self._clients.drains_turn
 
@@ -522,8 +521,8 @@ class Writer(_Loop):
     def _consumers_turn(self) -> None:
         """After an op run inline, one unit of the receives and acks that queued meanwhile
         (the batch lock was busy), on this thread before it lets go of the lock: not a
-        hand-off to the writer thread and back for each (bench figure 3 (b): a consumer's
-        receive or ack that found a move being written). Only when it is their turn, and
+        hand-off to the writer thread and back for each (a consumer's receive or ack that
+        found a move being written). Only when it is their turn, and
         while a move is due only after a move (_take's rule); never while a move or
         another worker's op waits, or once the writer thread has work in hand."""
         with self._cond:
@@ -642,7 +641,7 @@ class Syncer(_Loop):
     A synced ``write`` holds the GIL through its fsync (rocksdict), which stopped the event
     loop, the scanner and the writer alike for a few hundred µs per durable batch; under
     a consumer's acks that was half the service's busy time and most of the lateness of
-    deliveries (bench figure 3). ``sync_wal`` releases the GIL, and on its own thread the
+    deliveries. ``sync_wal`` releases the GIL, and on its own thread the
     writer goes on meanwhile: moves of due timers and receives are not held behind an
     fsync, and the batches written during one fsync share the next (group commit).
 

@@ -37,7 +37,7 @@ def require_json(request: Request) -> None:
 async def read_body(request: Request) -> bytes:
     """``await request.body()`` without Starlette's async generator and its context
     manager around it: a small body is one ``http.request`` message, and that machinery
-    was ~4 % of a receive + ack cycle's CPU (bench/README, session 19). The body is kept
+    was ~4 % of a receive + ack cycle's CPU. The body is kept
     where ``Request.body()`` looks for it, so either may be called after."""
     if hasattr(request, "_body"):
         return request._body

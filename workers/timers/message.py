@@ -58,7 +58,7 @@ def fire_run(span: Span, start: int, stop: int) -> None:
     This is the storm path (millions due at once), so it works on the encoded bytes: the
     topic and msg_id are cut from the key, the record gets its delivered_at stamped in
     place, the index entry is packed afresh; nothing is decoded into objects, and the
-    writes are staged a run at a time (bench figure 4: a call per key was a third of it).
+    writes are staged a run at a time (a call per key was a third of a storm's move).
     """
     entries = span.entries
     run = entries if stop - start == len(entries) else entries[start:stop]
