@@ -1,8 +1,8 @@
 """Two builds (or two settings) of the service side by side: figure 1's single sends or
 figure 2's batch sends, loaded on each in turn, in short windows, many times.
 
-On a VM whose speed drifts by half from one second to the next (sessions 14-15: the same
-commit's figure 2 read 59k-111k msg/s), two figures run a minute apart compare the VM,
+On a VM whose speed drifts by half from one second to the next (one build's figure 2 read
+59k-111k msg/s in back-to-back runs), two figures run a minute apart compare the VM,
 not the code. Here both servers are up at once and idle but for the window of load each
 gets in turn (order alternating), so a drift lands on both; the answer is B's rate over
 A's, overall and the median of the windows' ratios, and each server's CPU a message.

@@ -4,6 +4,7 @@ repository (a clone must hold its contract and its design)."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -29,3 +30,74 @@ def test_the_readme_links_the_design_and_the_contract() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "(docs/architecture.md)" in readme
     assert "(docs/api.md)" in readme
+
+
+# The repository speaks of the product: its history (the work sessions that shaped it, the
+# commits that changed it, the bench figures that measured it) belongs in git log.
+SESSION = re.compile(rb"[Ss]ession [0-9]+")
+FIGURE = re.compile(rb"[Ff]igure [0-9]+")
+PRODUCT = ("app/", "storage/", "workers/", "pipeline/", "cli/")
+# A git hash: 7-40 hex digits with a letter and a digit among them, or digits only where
+# a commit is named (after "commit", "at", "beside" …, in parentheses, before "..").
+HEX_HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+DIGIT_HASH = re.compile(
+    r"(?:\b(?:commits?|at|beside|since|before|after|of|build)\s+|\()[0-9]{7,12}\b"
+    r"|\b[0-9]{7,12}\.\."
+)
+
+
+def _tracked() -> list[str]:
+    """The repository's files, as git knows them (a fresh clone's), or by a walk."""
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=30
+        ).stdout
+        return [name for name in out.decode().split("\0") if name]
+    except (OSError, subprocess.SubprocessError):
+        skip = {".git", ".venv", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache"}
+        return [
+            p.relative_to(ROOT).as_posix()
+            for p in ROOT.rglob("*")
+            if p.is_file() and not skip & set(p.relative_to(ROOT).parts)
+        ]
+
+
+def _hits(pattern: re.Pattern[bytes], names: list[str]) -> list[str]:
+    found = []
+    for name in names:
+        path = ROOT / name
+        if not path.is_file():  # deleted in the work tree, not yet committed
+            continue
+        for number, line in enumerate(path.read_bytes().splitlines(), 1):
+            if pattern.search(line):
+                found.append(f"{name}:{number}: {line.decode(errors='replace').strip()}")
+    return found
+
+
+def test_no_file_names_a_work_session() -> None:
+    assert _hits(SESSION, _tracked()) == []
+
+
+def test_product_code_cites_no_bench_figure() -> None:
+    product = [name for name in _tracked() if name.startswith(PRODUCT)]
+    assert product, "the product's packages are where they were"
+    assert _hits(FIGURE, product) == []
+
+
+@pytest.mark.parametrize("name", ["README.md", "bench/README.md"])
+def test_the_readmes_name_no_commit(name: str) -> None:
+    text = (ROOT / name).read_text()
+    hashes = [m.group(0) for m in HEX_HASH.finditer(text)]
+    hashes += [m.group(0) for m in DIGIT_HASH.finditer(text)]
+    assert hashes == []
+
+
+def test_the_history_checks_can_fail() -> None:
+    """The patterns above match what they are meant to catch."""
+    assert SESSION.search(b"as measured in " + b"ses" + b"sion 21")
+    assert FIGURE.search(b"(bench " + b"figure 10)")
+    assert HEX_HASH.search("beside " + "e0cafba" + ", same minutes")
+    assert DIGIT_HASH.search("beside " + "1807182" + " in the same minutes")
+    assert DIGIT_HASH.search("bisect over " + "1807182" + "..HEAD")
+    assert not HEX_HASH.search("delay_ms 3600000, sha256=" + "ab12" * 16)
+    assert not DIGIT_HASH.search("BENCH_PIPELINE_N=10000000 python -m bench 16")
