@@ -38,7 +38,7 @@ def tune_gc() -> None:
     A batch send makes thousands of short-lived objects (models, records, result dicts),
     none in reference cycles; with the default threshold (700 allocations) the collector
     ran every few dozen items and took 15 % of a batch send, and its pauses were the single
-    send's p99 (bench figures 1 and 2). What is loaded at start-up is frozen out of its
+    send's p99. What is loaded at start-up is frozen out of its
     sight; cycles that do form (exceptions with tracebacks) are still collected.
     """
     gc.freeze()

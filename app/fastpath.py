@@ -2,7 +2,7 @@
 without the framework's per-request machinery.
 
 Sends, batch sends, receives, acks, nacks and reschedules are most of the service's
-traffic, and the profiles (bench figures 1 and 3) put more of their cost in FastAPI's
+traffic, and profiles of them under load put more of their cost in FastAPI's
 routing, dependency solving and exception middlewares than in the calls themselves. A
 route declared with ``fast_route`` is registered with its FastAPI router (so it is a
 documented operation in /openapi.json, and reachable through FastAPI alike) and with the

@@ -35,7 +35,7 @@ def test_the_readme_links_the_design_and_the_contract() -> None:
 # The repository speaks of the product: its history (the work sessions that shaped it, the
 # commits that changed it, the bench figures that measured it) belongs in git log.
 SESSION = re.compile(rb"[Ss]ession [0-9]+")
-FIGURE = re.compile(rb"[Ff]igure [0-9]+")
+FIGURE = re.compile(rb"[Ff]igures? [0-9]+")
 PRODUCT = ("app/", "storage/", "workers/", "pipeline/", "cli/")
 # A git hash: 7-40 hex digits with a letter and a digit among them, or digits only where
 # a commit is named (after "commit", "at", "beside" …, in parentheses, before "..").
