@@ -1,5 +1,6 @@
-"""The repository's own docs: every link in README.md and docs/ leads to a file of the
-repository (a clone must hold its contract and its design)."""
+"""The repository's own docs: every link in README.md, bench/README.md and docs/ leads to
+a file of the repository (a clone must hold its contract and its design), and the
+repository describes the product as it is, not the history of its making."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_link_stays_inside_the_repository(doc: Path) -> None:
     text = doc.read_text()
     assert "shared/design" not in text
