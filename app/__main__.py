@@ -143,7 +143,7 @@ def main() -> None:
         log_config=None,  # logs.configure's handler formats uvicorn's lines too
         access_log=False,  # ours (app/access.py) has the time taken
         loop="uvloop",
-        http=BoundedHeaders,
+        http=BoundedHeaders.with_head_timeout(settings.header_timeout_ms),
         # No X-Forwarded-For rewriting: nothing here reads the client's address, and the
         # middleware it takes would sit in front of every request (app/front.py).
         proxy_headers=False,
