@@ -44,11 +44,6 @@ def create_app(
         app.state.registry = registry_for(engine, request_times, pusher)
         if not settings.api_keys:
             log.warning("ROCKTIMER_API_KEYS is not set: the API is open to anyone (development)")
-        log.info(
-            "rocktimer ready: data_dir=%s pending_timers=%d",
-            settings.data_dir,
-            engine.writer.pending_timers,
-        )
         try:
             yield
         finally:
