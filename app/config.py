@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     # A stream with nothing to send says ": keep-alive" this often (proxies drop idle ones).
     stream_keepalive_ms: int = Field(15_000, ge=10)
     api_keys: dict[str, Role] = Field(default_factory=dict)
+    # Without API keys, the names (Host) the service answers to besides IP addresses,
+    # localhost and ``host``, comma-separated: a guard against DNS rebinding (app/origin.py).
+    served_hosts: str = ""
     # Hosts a group's push url may name, comma-separated ("*.example.com": its subdomains;
     # "*": any host). The service POSTs from inside the network: keep it to the receivers.
     push_allowed_hosts: str = DEFAULT_ALLOWED_HOSTS

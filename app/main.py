@@ -16,6 +16,7 @@ from app.config import Settings
 from app.front import Service
 from app.limits import BodyLimit, HeadAsGet
 from app.metrics import RequestTimes, registry_for
+from app.origin import BrowserGuard, served_names
 from app.push import Pusher
 from app.routes import admin, browse, console, consumers, producers, schedules, service
 from workers.clock import Clock
@@ -81,6 +82,8 @@ def create_app(
     # The front door's gates (app/front.py): every request passes them first.
     app.access = AccessLog(request_times, settings.access_log)
     app.keys = ApiKeys(settings.api_keys) if settings.api_keys else None
+    names = served_names(settings.host, settings.served_hosts)
+    app.guard = None if settings.api_keys else BrowserGuard(names)
     app.limit = BodyLimit(settings.max_request_bytes)
     openapi.install(app)
     return app
