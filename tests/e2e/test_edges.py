@@ -88,7 +88,7 @@ def test_a_receive_reply_is_capped_by_bytes_but_carries_at_least_one(
 def test_request_headers_over_32_kib_are_refused(server: Server, size: int) -> None:
     """Issue 10.8: one 64 MiB header was accepted (RSS +128 MB). Whole in one read (counted
     as parsed) or over many (bounded by the bytes read), 431."""
-    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "
+    head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: "
     reply = raw_request(server.url, head + b"a" * size + b"\r\n\r\n")
     assert reply.split(b"\r\n", 1)[0] == b"HTTP/1.1 431 Request Header Fields Too Large"
     many = {f"X-H{i}": "a" * 1024 for i in range(40)}  # 40 KiB in small headers
@@ -149,9 +149,9 @@ def test_a_reply_leaves_in_one_write_and_a_streamed_head_at_once() -> None:
 def test_pipelined_replies_keep_their_order(server: Server) -> None:
     """A reply with no body (HEAD) is held until the end of the loop's step: the next
     pipelined request's reply must still come after it."""
-    get = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-    head = b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-    last = b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    get = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    head = b"HEAD /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    last = b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     reply = raw_request(server.url, get + head + get + head + last)
     replies = reply.split(b"HTTP/1.1 ")[1:]
     assert [r.split(b"\r\n", 1)[0] for r in replies] == [b"200 OK"] * 5
@@ -174,7 +174,7 @@ def test_a_body_that_arrives_in_pieces_is_read_whole(
     else:
         framing, pieces = b"Content-Length: %d" % len(body), cuts
     head = (
-        f"POST /v1/topics/{topic}/messages/batch HTTP/1.1\r\nHost: x\r\n".encode()
+        f"POST /v1/topics/{topic}/messages/batch HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
         + b"Content-Type: application/json\r\nConnection: close\r\n"
         + framing
         + b"\r\n\r\n"
@@ -204,7 +204,8 @@ def test_unaddressable_msg_ids_are_refused(
     r = client.post(f"/v1/topics/{topic}/messages/batch", json=batch)
     assert r.json()["results"][0]["status"] == 422
     reply = raw_request(
-        server.url, f"GET /v1/topics/{topic}/messages/{msg_id} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        server.url,
+        f"GET /v1/topics/{topic}/messages/{msg_id} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode(),
     )
     assert reply.startswith(b"HTTP/1.1 422 ")
 
