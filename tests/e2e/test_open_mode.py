@@ -146,3 +146,10 @@ def test_the_console_may_not_be_framed_or_load_from_elsewhere(client: httpx.Clie
     assert csp["frame-ancestors"] == "frame-ancestors 'none'"
     assert csp["default-src"] == "default-src 'self'"
     assert r.headers["x-frame-options"] == "DENY"
+
+
+def test_the_api_explorer_may_not_be_framed(client: httpx.Client) -> None:
+    r = client.get("/docs")
+    assert r.status_code == 200
+    assert r.headers["content-security-policy"] == "frame-ancestors 'none'"
+    assert r.headers["x-frame-options"] == "DENY"
