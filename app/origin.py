@@ -43,7 +43,8 @@ def host_name(host: str) -> str:
     if host.startswith("["):
         return host[1 : host.find("]")] if "]" in host else host
     name, colon, port = host.rpartition(":")
-    return name if colon and port.isdigit() else host
+    name = name if colon and port.isdigit() else host
+    return name[:-1] if name.endswith(".") else name  # "localhost." is localhost
 
 
 def served_names(host: str, extra: str) -> frozenset[str]:

@@ -97,6 +97,7 @@ def test_cross_site_changes_are_refused_on_every_method(
         ("127.0.0.1:{port}", True),
         ("localhost:{port}", True),
         ("LOCALHOST", True),
+        ("localhost.:{port}", True),  # the root's trailing dot
         ("app.localhost:{port}", True),  # RFC 6761: names under localhost are loopback
         ("[::1]:{port}", True),
         ("10.1.2.3:{port}", True),  # an address cannot be rebound (a published port)
