@@ -1,7 +1,8 @@
 """``python -m app``: run the service with uvicorn (one worker: one process owns the store).
 
 What can go wrong at start is said in one line on stderr, never a traceback: a bad
-setting (naming the variable and what it accepts), a data dir another process holds.
+setting (naming the variable and what it accepts), a data dir another process holds, a
+port another process listens on.
 """
 
 from __future__ import annotations
