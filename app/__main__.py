@@ -1,11 +1,13 @@
 """``python -m app``: run the service with uvicorn (one worker: one process owns the store).
 
 What can go wrong at start is said in one line on stderr, never a traceback: a bad
-setting (naming the variable and what it accepts), a data dir another process holds.
+setting (naming the variable and what it accepts), a data dir another process holds, a
+port another process listens on.
 """
 
 from __future__ import annotations
 
+import errno
 import gc
 import logging
 import re
@@ -115,14 +117,50 @@ def open_engine(settings: Settings) -> Engine:
         fail(f"cannot use the data dir {data_dir}: {exc.strerror or exc}", EXIT_CANNOT_START)
 
 
-class Server(uvicorn.Server):
-    """uvicorn's server, which answers the open long polls (empty) and ends the open
-    streams the moment a stop begins: a long poll would otherwise hold the stop for up to
-    its wait_ms (30 s), a stream until its client goes."""
+def listen(settings: Settings) -> socket.socket:
+    """The listening socket, bound before anything else starts: a port in use is one line
+    and exit 1 before the store opens, and "ready" is never said of a server that cannot
+    serve."""
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT at restart
+    try:
+        sock.bind((settings.host, settings.port))
+    except OSError as exc:
+        sock.close()
+        where = f"{settings.host}:{settings.port}"
+        if exc.errno == errno.EADDRINUSE:
+            fail(
+                f"cannot listen on {where}: another process holds the port (stop it, or set "
+                "ROCKTIMER_PORT to another port)",
+                EXIT_CANNOT_START,
+            )
+        fail(f"cannot listen on {where}: {exc.strerror or exc}", EXIT_CANNOT_START)
+    return sock
 
-    def __init__(self, config: uvicorn.Config, engine: Engine) -> None:
+
+class Server(uvicorn.Server):
+    """uvicorn's server, which says it is ready once it serves, and answers the open long
+    polls (empty) and ends the open streams the moment a stop begins: a long poll would
+    otherwise hold the stop for up to its wait_ms (30 s), a stream until its client goes."""
+
+    def __init__(self, config: uvicorn.Config, engine: Engine, settings: Settings) -> None:
         super().__init__(config)
         self.engine = engine
+        self.settings = settings
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.should_exit or not self.started:
+            return
+        host, port = sockets[0].getsockname()[:2] if sockets else (self.config.host, 0)
+        log.info(
+            "rocktimer ready on http://%s:%d: data_dir=%s pending_timers=%d",
+            f"[{host}]" if ":" in host else host,
+            port,
+            self.settings.data_dir,
+            self.engine.writer.pending_timers,
+        )
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.engine.release_long_polls()
@@ -132,6 +170,7 @@ class Server(uvicorn.Server):
 def main() -> None:
     settings = load_settings()
     logs.configure(settings.log_level, settings.log_format)
+    sock = listen(settings)
     engine = open_engine(settings)
     app = create_app(settings, engine=engine)
     tune_gc()
@@ -143,14 +182,14 @@ def main() -> None:
         log_config=None,  # logs.configure's handler formats uvicorn's lines too
         access_log=False,  # ours (app/access.py) has the time taken
         loop="uvloop",
-        http=BoundedHeaders,
+        http=BoundedHeaders.with_head_timeout(settings.header_timeout_ms),
         # No X-Forwarded-For rewriting: nothing here reads the client's address, and the
         # middleware it takes would sit in front of every request (app/front.py).
         proxy_headers=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
     try:
-        Server(config, engine).run()
+        Server(config, engine, settings).run(sockets=[sock])
     finally:  # closes the store if the lifespan never ran (it stops the engine itself)
         engine.stop()
 

@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.http import HEAD_TIMEOUT_MS
 from workers.runner import EngineConfig
 from workers.webhook import DEFAULT_ALLOWED_HOSTS, allowed_hosts
 
@@ -57,9 +58,15 @@ class Settings(BaseSettings):
     # Deliveries this far behind (the oldest due timer not yet in its topic log): sends
     # get 429 + Retry-After and /readyz says "lagging", until back under half of it.
     due_backlog_limit_ms: int = Field(ENGINE_DEFAULTS["due_backlog_limit_ms"], ge=1)
+    # A request line and headers not complete this long after their first byte (a new
+    # connection: after it was made) end the connection (app/http.py).
+    header_timeout_ms: int = Field(HEAD_TIMEOUT_MS, ge=100, le=300_000)
     # A stream with nothing to send says ": keep-alive" this often (proxies drop idle ones).
     stream_keepalive_ms: int = Field(15_000, ge=10)
     api_keys: dict[str, Role] = Field(default_factory=dict)
+    # Without API keys, the names (Host) the service answers to besides IP addresses,
+    # localhost and ``host``, comma-separated: a guard against DNS rebinding (app/origin.py).
+    served_hosts: str = ""
     # Hosts a group's push url may name, comma-separated ("*.example.com": its subdomains;
     # "*": any host). The service POSTs from inside the network: keep it to the receivers.
     push_allowed_hosts: str = DEFAULT_ALLOWED_HOSTS

@@ -1,6 +1,7 @@
 """The front door: the one ASGI layer every HTTP request passes before anything else.
 
-It keeps the access log and request times, applies the API keys and the body size limit,
+It keeps the access log and request times, applies the API keys (without them, the guard
+against web pages, app/origin.py) and the body size limit,
 and answers the hot routes (app/fastpath.py) itself; everything else goes on to FastAPI
 and its own middleware stack. Hot requests (sends, receives, acks) thus cross no
 framework layer at all: each of the ten the stack had (uvicorn's proxy headers,
@@ -19,6 +20,7 @@ from app.access import AccessLog
 from app.auth import ApiKeys
 from app.fastpath import answer, match
 from app.limits import BodyLimit
+from app.origin import BrowserGuard
 
 
 class Service(FastAPI):
@@ -26,6 +28,7 @@ class Service(FastAPI):
 
     access: AccessLog
     keys: ApiKeys | None
+    guard: BrowserGuard | None  # open mode only: with keys a web page has none to send
     limit: BodyLimit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -35,7 +38,8 @@ class Service(FastAPI):
         started = time.perf_counter()
         status = 500  # if it fails before it answers
         try:
-            response = self.keys.refusal(scope) if self.keys else None
+            gate = self.keys or self.guard
+            response = gate.refusal(scope) if gate else None
             response = response or self.limit.refusal(scope)
             if response is None and (found := match(scope["method"], scope["path"])):
                 scope["app"] = self

@@ -7,6 +7,14 @@ are bounded by the bytes read while they last (a read is at most 256 KiB); compl
 are counted exactly as the parser handed them over, but only when those bytes passed the
 bound (the head is a part of them): a request pays for two callbacks, not one per header.
 
+A request line and headers must also arrive in time: uvicorn times out a connection only
+while it is idle between requests, so one that sent part of a head (or nothing) stayed
+open for good, a slow-loris holding a file descriptor and a parser each. A head not
+complete ``head_timeout_s`` after its first byte (for a new connection: after it was
+made) ends the connection: 408 if any byte of it came, a plain close if none did. The
+timing is one timer per connection that checks a deadline when it fires, re-armed as
+needed: a request pays a clock read, not a timer of its own.
+
 uvicorn writes a reply's head and its body to the socket apart: two sends, each waking
 the client, for every request. A reply's first write is held until its next one or the
 end of the loop's step (OneWrite), so a plain reply (head, then the body at once) leaves
@@ -23,22 +31,25 @@ import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 MAX_HEADER_BYTES = 32 * 1024  # request line + headers, all of them (api.md, Edges)
+HEAD_TIMEOUT_MS = 10_000  # ROCKTIMER_HEADER_TIMEOUT_MS's default
+
+
+def _closing_reply(status: int, title: str, detail: str) -> bytes:
+    """A problem+json reply, whole, that closes the connection."""
+    body = orjson.dumps({"type": "about:blank", "title": title, "status": status, "detail": detail})
+    return (
+        f"HTTP/1.1 {status} {title}\r\ncontent-type: application/problem+json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    ).encode() + body
+
 
 _DETAIL = f"request headers over {MAX_HEADER_BYTES} bytes in all"
-_BODY = orjson.dumps(
-    {
-        "type": "about:blank",
-        "title": "Request Header Fields Too Large",
-        "status": 431,
-        "detail": _DETAIL,
-    }
-)
-TOO_LARGE = (
-    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
-    b"content-type: application/problem+json\r\n"
-    b"content-length: " + str(len(_BODY)).encode() + b"\r\n"
-    b"connection: close\r\n\r\n" + _BODY
-)
+TOO_LARGE = _closing_reply(431, "Request Header Fields Too Large", _DETAIL)
+
+
+def _too_late(timeout_ms: int) -> bytes:
+    detail = f"request line and headers not complete within {timeout_ms} ms"
+    return _closing_reply(408, "Request Timeout", detail)
 
 
 class OneWrite:
@@ -80,16 +91,59 @@ class HeadersTooLarge(Exception):
 
 
 class BoundedHeaders(HttpToolsProtocol):
+    head_timeout_s = HEAD_TIMEOUT_MS / 1000
+    too_late = _too_late(HEAD_TIMEOUT_MS)
+
+    @classmethod
+    def with_head_timeout(cls, timeout_ms: int) -> type[BoundedHeaders]:
+        """This protocol with its own head timeout (uvicorn makes one per connection)."""
+        timing = {"head_timeout_s": timeout_ms / 1000, "too_late": _too_late(timeout_ms)}
+        return type(cls.__name__, (cls,), timing)
+
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._in_head = True  # between requests, or inside a request line and its headers
         self._read_in_head = 0  # bytes read while in the head (a bound for partial headers)
         self._refused = False
+        self._head_since: float | None = None  # loop time a head began; None: none under way
+        self._head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_since = self.loop.time()  # a new connection owes its first head
+        self._head_timer = self.loop.call_later(self.head_timeout_s, self._check_head)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().connection_lost(exc)
+
+    def _check_head(self) -> None:
+        """The connection's timer: end it if its head is overdue, else wait again."""
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        now, since = self.loop.time(), self._head_since
+        answering = self.cycle is not None and not self.cycle.response_complete
+        if since is None or answering:  # no head under way, or a reply first (pipelining)
+            wait = self.head_timeout_s
+        elif (wait := since + self.head_timeout_s - now) <= 0:
+            self._time_out()
+            return
+        self._head_timer = self.loop.call_later(wait, self._check_head)
+
+    def _time_out(self) -> None:
+        if self._read_in_head:  # part of a head came: say why it ends
+            self.transport.write(self.too_late)
+        self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         if self.transport.is_closing():
             return
         if self._in_head:
+            if self._head_since is None:  # the first bytes of a head
+                self._head_since = self.loop.time()
             if self._read_in_head > MAX_HEADER_BYTES:  # earlier reads never ended the head
                 self._refuse()
                 return
@@ -110,6 +164,7 @@ class BoundedHeaders(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._in_head = False
+        self._head_since = None
         if self._read_in_head > MAX_HEADER_BYTES and self._head_size() > MAX_HEADER_BYTES:
             self._refused = True
             raise HeadersTooLarge(_DETAIL)  # httptools stops: uvicorn's 400 path, above

@@ -16,6 +16,7 @@ from app.config import Settings
 from app.front import Service
 from app.limits import BodyLimit, HeadAsGet
 from app.metrics import RequestTimes, registry_for
+from app.origin import BrowserGuard, served_names
 from app.push import Pusher
 from app.routes import admin, browse, console, consumers, producers, schedules, service
 from workers.clock import Clock
@@ -44,11 +45,6 @@ def create_app(
         app.state.registry = registry_for(engine, request_times, pusher)
         if not settings.api_keys:
             log.warning("ROCKTIMER_API_KEYS is not set: the API is open to anyone (development)")
-        log.info(
-            "rocktimer ready: data_dir=%s pending_timers=%d",
-            settings.data_dir,
-            engine.writer.pending_timers,
-        )
         try:
             yield
         finally:
@@ -86,6 +82,8 @@ def create_app(
     # The front door's gates (app/front.py): every request passes them first.
     app.access = AccessLog(request_times, settings.access_log)
     app.keys = ApiKeys(settings.api_keys) if settings.api_keys else None
+    names = served_names(settings.host, settings.served_hosts)
+    app.guard = None if settings.api_keys else BrowserGuard(names)
     app.limit = BodyLimit(settings.max_request_bytes)
     openapi.install(app)
     return app

@@ -238,7 +238,17 @@ class Pusher:
             )
             return
         tally = self.tallies.setdefault((topic, group), Tally())
-        self.groups[topic, group] = GroupPusher(self.engine, topic, group, push, tally)
+        try:
+            pusher = GroupPusher(self.engine, topic, group, push, tally)
+        except Exception:  # no stored setting may stop the start or another group
+            log.exception(
+                "push group %s/%s is not pushed: its push settings cannot be used; "
+                "PUT the group's settings again",
+                topic,
+                group,
+            )
+            return
+        self.groups[topic, group] = pusher
 
     def _changed(self, topic: str, group: str, settings: GroupSettings) -> None:
         current = self.groups.get((topic, group))

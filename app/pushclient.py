@@ -127,6 +127,8 @@ class Pool:
         parts = urlsplit(url)
         self.host = parts.hostname or ""
         self.tls = parts.scheme == "https"
+        if not self.host or parts.port == 0:
+            raise ValueError(f"not a push url: {url!r}")
         self.port = parts.port or (443 if self.tls else 80)
         default_port = parts.port is None or parts.port == (443 if self.tls else 80)
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -135,7 +137,7 @@ class Pool:
         self._head = (
             f"POST {target} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: {USER_AGENT}\r\n"
             "Content-Type: application/json\r\n"
-        ).encode("latin-1")
+        ).encode("ascii")  # a push url is ASCII (workers/webhook.py, push_url); else raises
         self._ssl = ssl.create_default_context() if self.tls else None
         self._idle: list[_Connection] = []
 

@@ -2,7 +2,8 @@
 
     clients/openapi.json   the document, exactly as the app serves it at /openapi.json
     clients/python/        openapi-python-client (pinned in pyproject's test extra), with
-                           the options in clients/openapi-python-client.yaml
+                           the options in clients/openapi-python-client.yaml and the
+                           templates of clients/python-templates/ (its README)
     clients/typescript/    openapi-typescript types (src/schema.d.ts), tools pinned in its
                            package.json + package-lock.json
 
@@ -24,6 +25,7 @@ CLIENTS = Path(__file__).resolve().parent
 DOCUMENT = CLIENTS / "openapi.json"
 PYTHON_CLIENT = CLIENTS / "python"
 PYTHON_CONFIG = CLIENTS / "openapi-python-client.yaml"
+PYTHON_TEMPLATES = CLIENTS / "python-templates"  # ours over the generator's (its README)
 TYPESCRIPT = CLIENTS / "typescript"
 TYPESCRIPT_SCHEMA = TYPESCRIPT / "src" / "schema.d.ts"
 
@@ -70,6 +72,8 @@ def python_client(document: Path, out: Path) -> None:
             str(out),
             "--config",
             str(PYTHON_CONFIG),
+            "--custom-template-path",
+            str(PYTHON_TEMPLATES),
             "--meta",
             "uv",
             "--overwrite",

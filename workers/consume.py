@@ -608,7 +608,7 @@ def _delivered_seq(raw: bytes | None) -> int | None:
 
 
 def group_settings(txn: Txn, topic: str, group: str) -> GroupSettings:
-    return decode_settings(txn.get(CF.META, keys.group_key(topic, group)))
+    return decode_settings(txn.get(CF.META, keys.group_key(topic, group)), f"{topic}/{group}")
 
 
 def group_filter(txn: Txn, topic: str, group: str) -> str:

@@ -6,10 +6,12 @@ delay level 2 + k of the delay-level table: 10 s, 30 s, 1 m, 2 m … 2 h, then 2
 
 from __future__ import annotations
 
+import functools
+import logging
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workers.tagfilter import EXPRESSION, MATCH_ALL
 from workers.webhook import PushSettings
@@ -18,6 +20,8 @@ DELAY_LEVELS_MS = (
     1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000,
     360_000, 420_000, 480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
 )  # fmt: skip  # RocketMQ 4.x: 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h
+
+log = logging.getLogger("rocktimer")
 
 DEFAULT_MAX_ATTEMPTS = 16  # RocketMQ's maxReconsumeTimes
 MAX_ATTEMPTS_LIMIT = 64
@@ -119,7 +123,39 @@ def encode_settings(settings: GroupSettings) -> bytes:
     return orjson.dumps(settings.model_dump(mode="json"))
 
 
-def decode_settings(raw: bytes | None) -> GroupSettings:
+def decode_settings(raw: bytes | None, where: str = "") -> GroupSettings:
+    """A stored settings record; ``where``: its topic/group, for the log, when known."""
     if raw is None:
         return DEFAULT_SETTINGS
-    return GroupSettings.model_validate_json(raw)
+    try:
+        return GroupSettings.model_validate_json(raw)
+    except ValidationError:
+        return _salvaged(raw, where)
+
+
+@functools.lru_cache(maxsize=256)  # said once per distinct record, not at every read
+def _salvaged(raw: bytes, where: str) -> GroupSettings:
+    """A stored settings record that today's rules refuse (stored under looser ones, or
+    damaged): the fields at fault take their defaults, the rest are kept. No stored value
+    may stop a start, a worker or a group's receives; a PUT stores valid ones again."""
+    try:
+        return GroupSettings.model_validate_json(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+    bad = sorted({str(e["loc"][0]) for e in errors if e["loc"]})
+    try:
+        found = orjson.loads(raw)
+        kept = {k: v for k, v in found.items() if k not in bad} if isinstance(found, dict) else {}
+        settings = GroupSettings.model_validate_json(orjson.dumps(kept))
+    except (orjson.JSONDecodeError, ValidationError):
+        bad, settings = ["every field"], DEFAULT_SETTINGS
+    reasons = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in errors)
+    log.warning(
+        "stored settings of group %s are not valid (%s): %s taken at the default%s; PUT "
+        "the group's settings to store valid ones",
+        where or "(a group)",
+        reasons,
+        ", ".join(bad),
+        " (not pushed)" if "push" in bad else "",
+    )
+    return settings

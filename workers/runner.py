@@ -492,7 +492,8 @@ class Engine:
             )
 
     def group_settings(self, topic: str, group: str) -> GroupSettings:
-        return decode_settings(self.store.get(CF.META, keys.group_key(topic, group)))
+        raw = self.store.get(CF.META, keys.group_key(topic, group))
+        return decode_settings(raw, f"{topic}/{group}")
 
     def group_view(self, topic: str, group: str, msg_id: str) -> consume.GroupView:
         return consume.group_view(self.store, topic, group, msg_id)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
+import re
 from email.utils import parsedate_to_datetime
 from typing import Annotated, NamedTuple
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -57,16 +59,7 @@ class PushSettings(BaseModel):
     @field_validator("url")
     @classmethod
     def _http_url(cls, url: str) -> str:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("must be an http:// or https:// URL with a host")
-        if parts.username is not None or parts.password is not None:
-            raise ValueError("must not carry a user name or password")
-        try:
-            parts.port  # noqa: B018  # raises on a port out of range
-        except ValueError:
-            raise ValueError("has a bad port") from None
-        return url
+        return push_url(url)
 
     @property
     def host(self) -> str:
@@ -75,6 +68,69 @@ class PushSettings(BaseModel):
     def shown(self) -> dict[str, object]:
         """As a GET shows it: the secret is write-only."""
         return {**self.model_dump(mode="json"), "secret": None}
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_HOST_NAME = re.compile(r"[a-z0-9_.-]+")
+_LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+# RFC 3986 characters a path (and a query, with "?") may carry as they are; "%" starts an
+# escape (a lone one is escaped itself). Everything else is percent-encoded (UTF-8).
+_PATH_SAFE = "/:@!$&'()*+,;=%"
+_QUERY_SAFE = _PATH_SAFE + "?"
+
+
+def _escaped(part: str, safe: str) -> str:
+    return quote(_LONE_PERCENT.sub("%25", part), safe=safe)
+
+
+def push_url(url: str) -> str:
+    """A push url as it is stored and requested: http(s), a host name (IDNA, lower case) or
+    an IP address, a port from 1 to 65535, the path and query percent-encoded (RFC 3986:
+    a space or a non-ASCII character becomes its UTF-8 escapes), no fragment (it is never
+    sent). Raises ValueError, saying what is wrong, for what no request line could carry:
+    control characters, user info, a bad host or port.
+
+    Every byte of the request head the push client writes comes from this form, so a url
+    cannot split the request line or inject a header."""
+    if _CONTROL.search(url):
+        raise ValueError("must not contain control characters (tab, CR, LF, NUL …)")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # a bracketed host that is no IPv6 address
+        raise ValueError(f"is not a valid URL: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("must not carry a user name or password")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("has a bad port (it takes 1 to 65535)") from None
+    if port == 0:
+        raise ValueError("has port 0 (it takes 1 to 65535)")
+    host = parts.hostname
+    if parts.netloc.startswith("["):
+        try:
+            if "%" in host:  # a zone: no meaning beyond this machine's interfaces
+                raise ValueError
+            host = f"[{ipaddress.IPv6Address(host).compressed}]"
+        except ValueError:
+            raise ValueError(f"has a bad IPv6 address {host!r}") from None
+    else:
+        try:
+            host = host.encode("idna").decode("ascii").lower()
+        except UnicodeError:
+            raise ValueError(f"has a host {host!r} that is not a valid domain name") from None
+        if not _HOST_NAME.fullmatch(host):
+            raise ValueError(f"has a host {host!r} that is not a valid domain name")
+    authority = host if port is None else f"{host}:{port}"
+    path = _escaped(parts.path, _PATH_SAFE) or "/"
+    query = f"?{_escaped(parts.query, _QUERY_SAFE)}" if parts.query else ""
+    stored = f"{scheme}://{authority}{path}{query}"
+    if len(stored) > MAX_URL_LENGTH:
+        raise ValueError(f"is over {MAX_URL_LENGTH} characters once percent-encoded")
+    return stored
 
 
 def allowed_hosts(setting: str) -> frozenset[str]:

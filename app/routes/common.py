@@ -22,16 +22,19 @@ M = TypeVar("M", bound=BaseModel)
 JSON_TYPES = ("application/json",)
 
 
+def json_media(declared: str) -> bool:
+    """A Content-Type value that says JSON (application/json, application/*+json)."""
+    media = declared.split(";", 1)[0].strip().lower()
+    return media in JSON_TYPES or (media.startswith("application/") and media.endswith("+json"))
+
+
 def require_json(request: Request) -> None:
     """A body must be JSON: a Content-Type that says otherwise is 415 (none is taken as JSON)."""
     declared = request.headers.get("content-type")
-    if declared is None:
+    if declared is None or json_media(declared):
         return
     media = declared.split(";", 1)[0].strip().lower()
-    if media not in JSON_TYPES and not (
-        media.startswith("application/") and media.endswith("+json")
-    ):
-        raise UnsupportedMediaType(f"send the body as application/json, not {media!r}")
+    raise UnsupportedMediaType(f"send the body as application/json, not {media!r}")
 
 
 async def read_body(request: Request) -> bytes:

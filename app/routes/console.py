@@ -28,9 +28,23 @@ router = APIRouter(tags=["console"])
 static = StaticFiles(directory=UI_DIR)
 
 
+# The console's page loads only its own files and talks only to this service; no other
+# site may frame it (a click on a framed "Redrive" or "Save settings" is a click here).
+CONSOLE_HEADERS = {
+    "Cache-Control": "no-cache",
+    "Content-Security-Policy": (
+        "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+        "form-action 'self'; frame-ancestors 'none'"
+    ),
+    "X-Frame-Options": "DENY",  # for browsers that predate frame-ancestors
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
 @router.get("/ui", include_in_schema=False)
 async def console() -> FileResponse:
-    return FileResponse(UI_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+    return FileResponse(UI_DIR / "index.html", headers=CONSOLE_HEADERS)
 
 
 @router.get(

@@ -65,13 +65,17 @@ DOCS_ASSETS = "/docs/static"  # Swagger UI's files, from its PyPI package: /docs
 
 @router.get("/docs", include_in_schema=False)
 async def docs() -> HTMLResponse:
-    return get_swagger_ui_html(
+    page = get_swagger_ui_html(
         openapi_url="/openapi.json",
         title="rocktimer API",
         swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
         swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
         swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
     )
+    # Its "Try it out" sends real requests: no other site may frame it under a decoy.
+    page.headers["Content-Security-Policy"] = "frame-ancestors 'none'"
+    page.headers["X-Frame-Options"] = "DENY"
+    return page
 
 
 def mount_docs(app: FastAPI) -> None:

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from app.__main__ import EXIT_BAD_SETTING, load_settings
+from app.__main__ import EXIT_BAD_SETTING, EXIT_CANNOT_START, load_settings
+from bench.process import HOST, AppProcess
 
 
 @pytest.mark.parametrize(
@@ -41,3 +48,42 @@ def test_a_bad_setting_is_one_line_naming_the_variable(
     assert err.startswith("rocktimer: bad setting ")
     for name in names:
         assert name in err, err
+
+
+def test_a_port_in_use_is_one_line_before_anything_says_ready(tmp_path: Path) -> None:
+    """Issue 30 F19: with the port taken, the log said "rocktimer ready" before the bind
+    error. The port is bound first: one line naming it, exit 1, the store never opened."""
+    with socket.socket() as holder:
+        holder.bind((HOST, 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        env = {
+            **os.environ,
+            "ROCKTIMER_HOST": HOST,
+            "ROCKTIMER_PORT": str(port),
+            "ROCKTIMER_DATA_DIR": str(tmp_path / "data"),
+            "ROCKTIMER_LOG_LEVEL": "info",
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "app"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == EXIT_CANNOT_START, done
+    assert "ready" not in done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    assert lines == [lines[0]], done.stderr
+    assert lines[0].startswith(f"rocktimer: cannot listen on {HOST}:{port}: another process")
+    assert not (tmp_path / "data").exists()  # the store was never opened
+
+
+def test_ready_is_said_once_the_server_serves(tmp_path: Path) -> None:
+    log_path = tmp_path / "server.log"
+    server = AppProcess(tmp_path / "data", log_path, {"ROCKTIMER_LOG_LEVEL": "info"})
+    with server:
+        said = [line for line in server.logs().splitlines() if "rocktimer ready" in line]
+        assert len(said) == 1, server.logs()
+        assert f"http://{HOST}:{server.port}" in said[0]

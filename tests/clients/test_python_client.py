@@ -6,8 +6,11 @@ into Problem): a declaration that does not match what the server sends fails her
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -68,6 +71,7 @@ from rocktimer_client.models import (
 )
 from rocktimer_client.types import UNSET, Response, Unset
 
+from clients import generate
 from tests.e2e.server import Server
 
 T = TypeVar("T")
@@ -255,3 +259,32 @@ def test_browsing(client: Client, topic: str) -> None:
     (group,) = ok(list_groups.sync_detailed(topic, client=client), 200, GroupPage).items
     assert (group.group, group.backlog, group.inflight, group.filter_) == ("g", 0, 1, "*")
     assert isinstance(group.push, Unset)
+
+
+CLIENT_README = Path(generate.PYTHON_CLIENT / "README.md")
+EXAMPLE = "rocktimer client example"  # the README's example says so in its first line
+
+
+def test_the_readme_example_runs_against_a_real_server(server: Server, topic: str) -> None:
+    """clients/python/README.md was the generator's boilerplate (api.example.com,
+    MyDataModel): its example now runs as printed, the server's URL and a fresh topic
+    put in."""
+    readme = CLIENT_README.read_text()
+    assert "api.example.com" not in readme
+    assert "MyDataModel" not in readme
+    blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:]]
+    (example,) = [b for b in blocks if EXAMPLE in b.split("\n", 1)[0]]
+    script = example.replace("http://127.0.0.1:8080", server.url).replace('"orders"', repr(topic))
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "received order-42 charge card attempt 1" in done.stdout, done.stdout
+    assert "acked ['acked']" in done.stdout, done.stdout
+
+
+def test_the_readme_error_example_is_what_the_server_says(client: Client, topic: str) -> None:
+    late = SendMessage(body="x", delay_ms=-1)
+    problem = ok(send_message.sync_detailed(topic, client=client, body=late), 422, Problem)
+    assert problem.errors
+    assert problem.errors[0].field == "delay_ms"

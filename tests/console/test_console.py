@@ -161,6 +161,22 @@ def test_group_settings_are_edited_and_saved(console: Opener, server: Server, sh
         assert got["retry"] == {"policy": "fixed", "interval_ms": 2500}
 
 
+def test_the_retry_hint_describes_the_groups_own_policy(console: Opener, server: Server) -> None:
+    """The hint under "Retry policy" described the levels policy whatever the group had."""
+    topic, group = _topic(), "paced"
+    with api(server) as c:
+        retry = {"policy": "exponential", "initial_ms": 500, "multiplier": 3, "max_ms": 60_000}
+        assert c.put(f"/v1/topics/{topic}/groups/{group}", json={"retry": retry}).is_success
+    page = console(f"#/topics/{topic}/groups/{group}")
+    hint = page.locator("#policy_hint")
+    expect(hint).to_contain_text("exponential: the initial delay, multiplied")
+    expect(hint).not_to_contain_text("RocketMQ")
+    page.get_by_label("Retry policy").select_option("fixed")
+    expect(hint).to_have_text("fixed: the same interval before every retry")
+    page.get_by_label("Retry policy").select_option("levels")
+    expect(hint).to_contain_text("levels: RocketMQ's 10 s, 30 s")
+
+
 def test_a_bad_setting_is_refused_with_the_servers_reason(console: Opener, server: Server) -> None:
     topic, group = _topic(), "strict"
     with api(server) as c:

@@ -88,7 +88,7 @@ def test_a_receive_reply_is_capped_by_bytes_but_carries_at_least_one(
 def test_request_headers_over_32_kib_are_refused(server: Server, size: int) -> None:
     """Issue 10.8: one 64 MiB header was accepted (RSS +128 MB). Whole in one read (counted
     as parsed) or over many (bounded by the bytes read), 431."""
-    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "
+    head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: "
     reply = raw_request(server.url, head + b"a" * size + b"\r\n\r\n")
     assert reply.split(b"\r\n", 1)[0] == b"HTTP/1.1 431 Request Header Fields Too Large"
     many = {f"X-H{i}": "a" * 1024 for i in range(40)}  # 40 KiB in small headers
@@ -149,9 +149,9 @@ def test_a_reply_leaves_in_one_write_and_a_streamed_head_at_once() -> None:
 def test_pipelined_replies_keep_their_order(server: Server) -> None:
     """A reply with no body (HEAD) is held until the end of the loop's step: the next
     pipelined request's reply must still come after it."""
-    get = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-    head = b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-    last = b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    get = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    head = b"HEAD /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    last = b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     reply = raw_request(server.url, get + head + get + head + last)
     replies = reply.split(b"HTTP/1.1 ")[1:]
     assert [r.split(b"\r\n", 1)[0] for r in replies] == [b"200 OK"] * 5
@@ -174,7 +174,7 @@ def test_a_body_that_arrives_in_pieces_is_read_whole(
     else:
         framing, pieces = b"Content-Length: %d" % len(body), cuts
     head = (
-        f"POST /v1/topics/{topic}/messages/batch HTTP/1.1\r\nHost: x\r\n".encode()
+        f"POST /v1/topics/{topic}/messages/batch HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
         + b"Content-Type: application/json\r\nConnection: close\r\n"
         + framing
         + b"\r\n\r\n"
@@ -204,6 +204,65 @@ def test_unaddressable_msg_ids_are_refused(
     r = client.post(f"/v1/topics/{topic}/messages/batch", json=batch)
     assert r.json()["results"][0]["status"] == 422
     reply = raw_request(
-        server.url, f"GET /v1/topics/{topic}/messages/{msg_id} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        server.url,
+        f"GET /v1/topics/{topic}/messages/{msg_id} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode(),
     )
     assert reply.startswith(b"HTTP/1.1 422 ")
+
+
+HEAD_TIMEOUT_MS = 1_000
+CLOSED_WITHIN_S = 15.0  # the timeout plus room for a machine with a core kept busy
+
+
+def _read_until_closed(sock: socket.socket, deadline: float) -> bytes:
+    """Everything the server sends until it closes; "<still open>" at the deadline."""
+    sock.settimeout(max(0.1, deadline - time.monotonic()))
+    got = b""
+    try:
+        while chunk := sock.recv(65536):
+            got += chunk
+    except TimeoutError:
+        return b"<still open>"
+    except ConnectionResetError:
+        return got or b"<reset>"
+    return got
+
+
+def test_incomplete_request_heads_are_timed_out(fresh_server: Callable[..., Server]) -> None:
+    """Issue 30 C8: 1,100 connections holding partial headers stayed open past 60 s. A head
+    not complete in time ends its connection (408 if part of it came), however it is sent:
+    nothing at all, part of a head, a byte at a time, or after a request on a kept-alive
+    connection. A long poll whose head was complete is not cut."""
+    srv = fresh_server(ROCKTIMER_HEADER_TIMEOUT_MS=str(HEAD_TIMEOUT_MS))
+    partial = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+    with contextlib.ExitStack() as stack:
+
+        def connect() -> socket.socket:
+            return stack.enter_context(socket.create_connection(("127.0.0.1", srv.port)))
+
+        deadline = time.monotonic() + CLOSED_WITHIN_S
+        silent = [connect() for _ in range(10)]
+        held = [connect() for _ in range(100)]
+        for sock in held:
+            sock.sendall(partial)
+        kept_alive = connect()
+        kept_alive.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert kept_alive.recv(65536).startswith(b"HTTP/1.1 200")
+        kept_alive.sendall(partial)
+        with httpx.Client(base_url=srv.url, timeout=20) as c:
+            wait_ms = 2 * HEAD_TIMEOUT_MS
+            poll = c.post("/v1/topics/t/groups/g/receive", json={"wait_ms": wait_ms})
+            assert poll.status_code == 200  # its head came at once: the wait is the reply's
+            slow, sent = connect(), 0
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                for byte in partial:  # a byte every 200 ms: each read in time, the head late
+                    slow.sendall(bytes([byte]))
+                    sent += 1
+                    time.sleep(0.2)
+            assert sent < len(partial), "a head a byte at a time was never cut off"
+            replies = [_read_until_closed(sock, deadline) for sock in [*held, kept_alive]]
+            quiet = [_read_until_closed(sock, deadline) for sock in silent]
+            assert c.get("/healthz").status_code == 200  # the server serves on
+    assert {r.split(b"\r\n", 1)[0] for r in replies} == {b"HTTP/1.1 408 Request Timeout"}
+    assert b"within 1000 ms" in replies[0]
+    assert set(quiet) == {b""}  # sent nothing: closed without a word

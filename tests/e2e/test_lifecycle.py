@@ -74,7 +74,7 @@ def _open_polls(srv: Server, n: int) -> list[socket.socket]:
     for i in range(n):
         sock = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
         sock.sendall(
-            b"POST /v1/topics/quiet/groups/g%d/receive HTTP/1.1\r\nhost: t\r\n"
+            b"POST /v1/topics/quiet/groups/g%d/receive HTTP/1.1\r\nhost: 127.0.0.1\r\n"
             b"content-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
             % (i % 10, len(body), body)
         )

@@ -16,6 +16,8 @@ import orjson
 import pytest
 
 from bench.process import free_port
+from storage import keys
+from storage.store import CF, Put, RocksStore
 from tests.e2e.receiver import Receiver
 from tests.e2e.server import Server
 from tests.workers.support import wait_until
@@ -310,3 +312,79 @@ def test_api_keys_setting_push_needs_admin(fresh_server: Callable[..., Server]) 
         assert r.status_code == 200
         shown = c.get("/v1/topics/t/groups/g", headers=as_consumer).json()
         assert shown["push"]["secret"] is None
+
+
+def test_a_push_url_is_stored_percent_encoded_and_posted_as_such(
+    client: httpx.Client, topic: str, receiver: Receiver, push: Push
+) -> None:
+    """A non-ASCII character or a space in the path reaches the receiver as its UTF-8
+    escapes: never a failed request head, never a request line split in two."""
+    stored = push("encoded", receiver.url("/ok/漢 x?q=a b"))
+    encoded = "/ok/%E6%BC%A2%20x?q=a%20b"
+    assert stored["push"]["url"] == receiver.url(encoded)
+    r = client.get(f"/v1/topics/{topic}/groups/encoded")
+    assert r.json()["push"]["url"] == receiver.url(encoded)
+    ids = send(client, topic, 2)
+    wait_until(lambda: len(receiver.of(encoded)) == 2)
+    assert sorted(h.msg_id for h in receiver.of(encoded)) == ids
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://127.0.0.1:0/hook", "port 0"),
+        ("http://127.0.0.1/a\r\nX-Injected: 1", "control characters"),
+        ("http://127.0.0.1/a\tb", "control characters"),
+        ("http://127.0.0.1%0d/hook", "not a valid domain name"),
+        ("http://[::1%25eth0]/hook", "IPv6"),
+    ],
+)
+def test_a_push_url_no_request_could_carry_is_refused(
+    client: httpx.Client, topic: str, url: str, reason: str
+) -> None:
+    r = client.put(f"/v1/topics/{topic}/groups/g", json={"push": {"url": url}})
+    assert r.status_code == 422, r.text
+    problem = r.json()
+    assert problem["errors"][0]["field"] == "push.url"
+    assert reason in problem["errors"][0]["reason"], problem
+    assert client.get(f"/v1/topics/{topic}/groups/g").json()["push"] is None  # not stored
+
+
+def test_stored_push_settings_that_cannot_be_used_do_not_stop_the_start(
+    tmp_path: Path, fresh_server: Callable[..., Server], receiver: Receiver
+) -> None:
+    """Settings written under looser rules (or damaged) are read as today's rules allow:
+    a url is percent-encoded, what cannot be is dropped (that group is not pushed, the log
+    says so), and the server starts and pushes for every other group."""
+    data = tmp_path / "data"
+    fresh_server(data).terminate()  # a store with its column families
+    records = {
+        "hanzi": orjson.dumps({"push": {"url": receiver.url("/ok/漢"), "timeout_ms": 1_000}}),
+        "zero": orjson.dumps({"push": {"url": "http://127.0.0.1:0/ok"}, "max_attempts": 3}),
+        "crlf": orjson.dumps({"push": {"url": receiver.url("/ok\r\nX-Injected: 1")}}),
+        "junk": b"\xff not json",
+        "good": orjson.dumps({"push": {"url": receiver.url("/ok/good"), "timeout_ms": 1_000}}),
+    }
+    store = RocksStore(data)
+    try:
+        ops = [Put(CF.META, keys.group_key("t", g), raw) for g, raw in records.items()]
+        store.write(ops, sync=True)
+    finally:
+        store.close()
+    server = fresh_server(data)  # raises if it does not start and serve
+    with httpx.Client(base_url=server.url, timeout=10) as c:
+        ids = send(c, "t", 2)
+        wait_until(lambda: len(receiver.of("/ok/good")) == 2)
+        wait_until(lambda: len(receiver.of("/ok/%E6%BC%A2")) == 2)
+        groups = {g: c.get(f"/v1/topics/t/groups/{g}") for g in records}
+        assert {g: r.status_code for g, r in groups.items()} == dict.fromkeys(records, 200)
+        assert groups["hanzi"].json()["push"]["url"] == receiver.url("/ok/%E6%BC%A2")
+        assert groups["zero"].json()["push"] is None
+        assert groups["zero"].json()["max_attempts"] == 3  # its valid fields are kept
+        assert groups["crlf"].json()["push"] is None
+        got = c.post("/v1/topics/t/groups/zero/receive", json={"max_messages": 10})
+        assert sorted(m["msg_id"] for m in got.json()["messages"]) == ids  # a pull group
+    assert not [h for h in receiver.hits if "Injected" in h.path]
+    log = server.logs()
+    for group in ("zero", "crlf", "junk"):
+        assert f"group t/{group} are not valid" in log, log

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from pydantic import ValidationError
 
@@ -79,3 +80,16 @@ def test_settings_round_trip() -> None:
 def test_bad_settings_are_refused(raw: bytes) -> None:
     with pytest.raises(ValidationError):
         GroupSettings.model_validate_json(raw)
+
+
+def test_a_stored_record_that_no_longer_validates_keeps_its_valid_fields(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    raw = orjson.dumps({"max_attempts": 3, "push": {"url": "http://127.0.0.1:0/x"}})
+    with caplog.at_level("WARNING", logger="rocktimer"):
+        assert decode_settings(raw, "t/g") == GroupSettings(max_attempts=3)
+        assert decode_settings(b"\xff junk", "t/h") == DEFAULT_SETTINGS
+    said = caplog.text
+    assert "group t/g are not valid" in said
+    assert "not pushed" in said
+    assert "group t/h are not valid" in said

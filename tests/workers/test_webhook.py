@@ -100,3 +100,37 @@ def test_the_secret_is_write_only_and_kept_by_a_put_without_one() -> None:
     replaced = GroupSettings(push=PushSettings(url="http://localhost/b", secret="t"))
     assert replaced.keeping_secret(stored) == replaced
     assert GroupSettings().keeping_secret(stored).push is None  # push: null drops it
+
+
+@pytest.mark.parametrize(
+    ("url", "stored"),
+    [
+        ("http://127.0.0.1:18202/漢", "http://127.0.0.1:18202/%E6%BC%A2"),
+        ("http://127.0.0.1/a b", "http://127.0.0.1/a%20b"),
+        ("http://127.0.0.1/a%20b/%zz", "http://127.0.0.1/a%20b/%25zz"),  # escapes kept
+        ("HTTP://LocalHost/x?q=a b&r=é#frag", "http://localhost/x?q=a%20b&r=%C3%A9"),
+        ("http://漢字.example/x", "http://xn--p8s937b.example/x"),
+        ("http://[0:0::1]:8080", "http://[::1]:8080/"),
+        ("https://h.example:443/a/b;c=d", "https://h.example:443/a/b;c=d"),
+    ],
+)
+def test_a_push_url_is_stored_as_a_request_line_can_carry_it(url: str, stored: str) -> None:
+    assert PushSettings(url=url).url == stored
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:0/x",
+        "http://127.0.0.1/a\r\nX-Injected: 1",
+        "http://127.0.0.1/a\x00",
+        "http://127.0.0.1%0d/x",
+        "http://a..b/x",
+        "http://[zz]/x",
+        "http://[::1%25eth0]/x",
+        "http://127.0.0.1/" + "漢" * 700,  # over the length once encoded
+    ],
+)
+def test_a_push_url_no_request_line_can_carry_is_refused(url: str) -> None:
+    with pytest.raises(ValidationError, match="url"):
+        PushSettings(url=url)

@@ -352,9 +352,17 @@ async function groups(el: HTMLElement, ctx: Ctx, topic: string): Promise<void> {
   );
 }
 
-function field(label: string, input: HTMLInputElement | HTMLSelectElement, help = ""): HTMLElement {
-  return h("div", { class: "field" }, h("label", { for: input.id }, label), input, help ? h("small", {}, help) : null);
+function field(label: string, input: HTMLInputElement | HTMLSelectElement, help: string | HTMLElement = ""): HTMLElement {
+  const hint = typeof help === "string" ? (help ? h("small", {}, help) : null) : help;
+  return h("div", { class: "field" }, h("label", { for: input.id }, label), input, hint);
 }
+
+/** What each retry policy waits before retry k (api.md, group settings). */
+const POLICY_HINTS: Record<string, string> = {
+  levels: "levels: RocketMQ's 10 s, 30 s, 1 min … 2 h",
+  exponential: "exponential: the initial delay, multiplied by the multiplier at each retry, at most the longest delay",
+  fixed: "fixed: the same interval before every retry",
+};
 
 async function groupSettings(el: HTMLElement, ctx: Ctx, topic: string, group: string): Promise<void> {
   const path = `/v1/topics/${seg(topic)}/groups/${seg(group)}`;
@@ -371,13 +379,15 @@ async function groupSettings(el: HTMLElement, ctx: Ctx, topic: string, group: st
   const interval = num("interval_ms", retry.interval_ms ?? 10_000, 1);
   const expo = h("div", { class: "fields" }, field("Initial delay (ms)", initial), field("Multiplier", multiplier), field("Longest delay (ms)", maxMs));
   const fixed = h("div", { class: "fields" }, field("Interval (ms)", interval));
+  const policyHint = h("small", { id: "policy_hint" });
   const showPolicy = (): void => {
     expo.hidden = policy.value !== "exponential";
     fixed.hidden = policy.value !== "fixed";
+    policyHint.textContent = POLICY_HINTS[policy.value] ?? "";
   };
   policy.addEventListener("change", showPolicy);
   showPolicy();
-  const form = h("form", { class: "card settings", "aria-label": "Group settings" }, field("Max attempts", maxAttempts, "failed attempts before a message becomes a dead letter"), field("Retry policy", policy, "levels: RocketMQ's 10 s, 30 s, 1 min … 2 h"), expo, fixed);
+  const form = h("form", { class: "card settings", "aria-label": "Group settings" }, field("Max attempts", maxAttempts, "failed attempts before a message becomes a dead letter"), field("Retry policy", policy, policyHint), expo, fixed);
   const filter = "filter" in s ? h("input", { id: "filter", value: String(s.filter ?? "*"), disabled: !editable }) : null;
   if (filter) form.append(field("Tag filter", filter, "* or tags joined by || (TagA || TagB)"));
   const push = (s.push ?? null) as Record<string, unknown> | null;

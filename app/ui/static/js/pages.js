@@ -257,8 +257,15 @@ async function groups(el, ctx, topic) {
         : notice("No consumer group has read this topic yet.", "info"));
 }
 function field(label, input, help = "") {
-    return h("div", { class: "field" }, h("label", { for: input.id }, label), input, help ? h("small", {}, help) : null);
+    const hint = typeof help === "string" ? (help ? h("small", {}, help) : null) : help;
+    return h("div", { class: "field" }, h("label", { for: input.id }, label), input, hint);
 }
+/** What each retry policy waits before retry k (api.md, group settings). */
+const POLICY_HINTS = {
+    levels: "levels: RocketMQ's 10 s, 30 s, 1 min … 2 h",
+    exponential: "exponential: the initial delay, multiplied by the multiplier at each retry, at most the longest delay",
+    fixed: "fixed: the same interval before every retry",
+};
 async function groupSettings(el, ctx, topic, group) {
     const path = `/v1/topics/${seg(topic)}/groups/${seg(group)}`;
     const s = await call("GET", path);
@@ -274,13 +281,15 @@ async function groupSettings(el, ctx, topic, group) {
     const interval = num("interval_ms", retry.interval_ms ?? 10_000, 1);
     const expo = h("div", { class: "fields" }, field("Initial delay (ms)", initial), field("Multiplier", multiplier), field("Longest delay (ms)", maxMs));
     const fixed = h("div", { class: "fields" }, field("Interval (ms)", interval));
+    const policyHint = h("small", { id: "policy_hint" });
     const showPolicy = () => {
         expo.hidden = policy.value !== "exponential";
         fixed.hidden = policy.value !== "fixed";
+        policyHint.textContent = POLICY_HINTS[policy.value] ?? "";
     };
     policy.addEventListener("change", showPolicy);
     showPolicy();
-    const form = h("form", { class: "card settings", "aria-label": "Group settings" }, field("Max attempts", maxAttempts, "failed attempts before a message becomes a dead letter"), field("Retry policy", policy, "levels: RocketMQ's 10 s, 30 s, 1 min … 2 h"), expo, fixed);
+    const form = h("form", { class: "card settings", "aria-label": "Group settings" }, field("Max attempts", maxAttempts, "failed attempts before a message becomes a dead letter"), field("Retry policy", policy, policyHint), expo, fixed);
     const filter = "filter" in s ? h("input", { id: "filter", value: String(s.filter ?? "*"), disabled: !editable }) : null;
     if (filter)
         form.append(field("Tag filter", filter, "* or tags joined by || (TagA || TagB)"));
