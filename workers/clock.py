@@ -73,9 +73,13 @@ class RealClock:
         # smaller, never larger, so a preempted read can never push this clock ahead.
         wall = self._wall_ns()
         mono = self._mono_ns()
-        with self._lock:
-            self._offset = max(self._offset, wall - mono)  # a step forward is followed
-            return mono + self._offset
+        seen = wall - mono
+        if seen > self._offset:  # the wall clock stepped forward: follow it (rare)
+            with self._lock:  # the offset only grows: two threads must not race it down
+                self._offset = max(self._offset, seen)
+        # The offset is read after ``mono``, and only ever grows: a later call never
+        # reads less than an earlier one (lock-free: this runs several times a request).
+        return mono + self._offset
 
     def now_ms(self) -> int:
         return self._now_ns() // 1_000_000
