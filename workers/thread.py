@@ -17,6 +17,7 @@ class OwnThread:
 
     def __init__(self) -> None:
         self._thread: threading.Thread | None = None
+        self._name = type(self).__name__  # the thread's, once spawned
         self.error: BaseException | None = None  # what ended the thread, if it raised
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
@@ -28,6 +29,7 @@ class OwnThread:
                 logging.getLogger(f"rocktimer.{name}").exception("%s stopped", name)
 
         self.error = None
+        self._name = name
         self._thread = threading.Thread(target=main, name=name, daemon=True)
         self._thread.start()
 
@@ -44,8 +46,7 @@ class OwnThread:
         """None while the thread runs; else which thread ended, and with what error."""
         if self.alive:
             return None
-        name = self._thread.name if self._thread is not None else type(self).__name__
-        return f"{name} ended" + (f": {self.error!r}" if self.error is not None else "")
+        return f"{self._name} ended" + (f": {self.error!r}" if self.error is not None else "")
 
 
 class WorkerThread(OwnThread, abc.ABC):
