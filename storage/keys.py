@@ -258,6 +258,8 @@ def group_counts_key(topic: str, group: str) -> bytes:
 
 
 WATERMARK_KEY = b"timer-watermark"  # past the last moved span of timer keys
+RECEIPT_SECRET_KEY = b"receipt-secret"  # the MAC key of receipts (workers/receipts.py)
+PENDING_KEY = b"pending-timers"
 
 
 def trusted_watermark(watermark: bytes | None, now_ms: int) -> bytes:
@@ -268,5 +270,3 @@ def trusted_watermark(watermark: bytes | None, now_ms: int) -> bytes:
     if not watermark or read_u64(watermark) > now_ms:
         return b""
     return watermark
-RECEIPT_SECRET_KEY = b"receipt-secret"  # the MAC key of receipts (workers/receipts.py)
-PENDING_KEY = b"pending-timers"
