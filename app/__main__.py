@@ -10,9 +10,11 @@ from __future__ import annotations
 import errno
 import gc
 import logging
+import os
 import re
 import socket
 import sys
+import threading
 from typing import Any, NoReturn
 
 import uvicorn
@@ -30,6 +32,10 @@ GC_GEN0_THRESHOLD = 70_000
 GRACEFUL_SHUTDOWN_S = 5  # open long polls are answered at once; this bounds the rest
 EXIT_BAD_SETTING = 2  # as a bad command line
 EXIT_CANNOT_START = 1
+EXIT_WORKER_DIED = 3  # a worker thread ended: the supervisor (docker, systemd) restarts us
+WATCH_TICKS = 5  # uvicorn ticks every 0.1 s: the workers are looked at every 0.5 s
+# After a worker died, the clean stop gets this long; then the process ends regardless.
+DEATH_STOP_S = 30.0
 
 log = logging.getLogger("rocktimer")
 
@@ -142,12 +148,18 @@ def listen(settings: Settings) -> socket.socket:
 class Server(uvicorn.Server):
     """uvicorn's server, which says it is ready once it serves, and answers the open long
     polls (empty) and ends the open streams the moment a stop begins: a long poll would
-    otherwise hold the stop for up to its wait_ms (30 s), a stream until its client goes."""
+    otherwise hold the stop for up to its wait_ms (30 s), a stream until its client goes.
+
+    It also watches the engine's worker threads: if one ends (whatever the reason), it
+    logs which and why, stops as on SIGTERM and the process exits with EXIT_WORKER_DIED,
+    for its supervisor to start it again (a restart rescans every timer). A server that
+    kept answering 201 while nothing is delivered is the one outcome not allowed."""
 
     def __init__(self, config: uvicorn.Config, engine: Engine, settings: Settings) -> None:
         super().__init__(config)
         self.engine = engine
         self.settings = settings
+        self.worker_died = False
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -161,6 +173,19 @@ class Server(uvicorn.Server):
             self.settings.data_dir,
             self.engine.writer.pending_timers,
         )
+
+    async def on_tick(self, counter: int) -> bool:
+        if counter % WATCH_TICKS == 0 and not self.worker_died:
+            dead = self.engine.dead_workers()
+            if dead:
+                log.critical("stopping: a worker thread ended (%s)", "; ".join(dead))
+                self.worker_died = True
+                self.should_exit = True
+                # If the stop itself hangs on what broke, end the process anyway.
+                ending = threading.Timer(DEATH_STOP_S, os._exit, (EXIT_WORKER_DIED,))
+                ending.daemon = True
+                ending.start()
+        return await super().on_tick(counter)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.engine.release_long_polls()
@@ -188,10 +213,13 @@ def main() -> None:
         proxy_headers=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+    server = Server(config, engine, settings)
     try:
-        Server(config, engine, settings).run(sockets=[sock])
+        server.run(sockets=[sock])
     finally:  # closes the store if the lifespan never ran (it stops the engine itself)
         engine.stop()
+    if server.worker_died:
+        raise SystemExit(EXIT_WORKER_DIED)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,11 @@ ENGINE_DEFAULTS: dict[str, int] = {
 
 MiB = 1024 * 1024
 TEN_YEARS_MS = 315_576_000_000  # 10 x 365.25 days, api.md's default maximum delay
+# The longest maximum delay a setting may ask for: every time a send or a schedule can
+# reach stays a valid date (a cron schedule's fires are found with datetime, which ends
+# at the year 9999) and a valid timer key, whatever the clock says.
+MAX_DELAY_LIMIT_MS = 10 * TEN_YEARS_MS
+DAY_MS = 86_400_000  # the longest interval a worker's period or a keep-alive may be set to
 
 
 class Role(enum.StrEnum):
@@ -38,7 +43,7 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
     access_log: bool = True  # one line per request at info (method, path, status, ms)
-    max_delay_ms: int = Field(TEN_YEARS_MS, ge=0)
+    max_delay_ms: int = Field(TEN_YEARS_MS, ge=0, le=MAX_DELAY_LIMIT_MS)
     max_body_bytes: int = Field(4 * MiB, ge=1)
     max_request_bytes: int = Field(5 * MiB, ge=1)
     max_properties: int = Field(64, ge=0)
@@ -46,13 +51,13 @@ class Settings(BaseSettings):
     scan_chunk: int = Field(ENGINE_DEFAULTS["scan_chunk"], ge=1)
     put_queue_chunks: int = Field(ENGINE_DEFAULTS["put_queue_chunks"], ge=1)
     move_pace_ms: int = Field(ENGINE_DEFAULTS["move_pace_ms"], ge=0, le=1_000)
-    sweep_interval_ms: int = Field(ENGINE_DEFAULTS["sweep_interval_ms"], ge=10)
+    sweep_interval_ms: int = Field(ENGINE_DEFAULTS["sweep_interval_ms"], ge=10, le=DAY_MS)
     min_free_bytes: int = Field(ENGINE_DEFAULTS["min_free_bytes"], ge=0)
     retention_ms: int = Field(ENGINE_DEFAULTS["retention_ms"], ge=1_000)
     dlq_retention_ms: int = Field(ENGINE_DEFAULTS["dlq_retention_ms"], ge=1_000)
     max_receive_bytes: int = Field(ENGINE_DEFAULTS["max_receive_bytes"], ge=1)
     events: bool = bool(ENGINE_DEFAULTS["events"])
-    events_seal_ms: int = Field(ENGINE_DEFAULTS["events_seal_ms"], ge=10)
+    events_seal_ms: int = Field(ENGINE_DEFAULTS["events_seal_ms"], ge=10, le=DAY_MS)
     events_retention_ms: int = Field(ENGINE_DEFAULTS["events_retention_ms"], ge=1_000)
     events_seal_process: bool = bool(ENGINE_DEFAULTS["events_seal_process"])
     # Deliveries this far behind (the oldest due timer not yet in its topic log): sends
@@ -62,7 +67,7 @@ class Settings(BaseSettings):
     # connection: after it was made) end the connection (app/http.py).
     header_timeout_ms: int = Field(HEAD_TIMEOUT_MS, ge=100, le=300_000)
     # A stream with nothing to send says ": keep-alive" this often (proxies drop idle ones).
-    stream_keepalive_ms: int = Field(15_000, ge=10)
+    stream_keepalive_ms: int = Field(15_000, ge=10, le=DAY_MS)
     api_keys: dict[str, Role] = Field(default_factory=dict)
     # Without API keys, the names (Host) the service answers to besides IP addresses,
     # localhost and ``host``, comma-separated: a guard against DNS rebinding (app/origin.py).
@@ -70,6 +75,11 @@ class Settings(BaseSettings):
     # Hosts a group's push url may name, comma-separated ("*.example.com": its subdomains;
     # "*": any host). The service POSTs from inside the network: keep it to the receivers.
     push_allowed_hosts: str = DEFAULT_ALLOWED_HOSTS
+
+    @cached_property
+    def beyond_max_delay(self) -> str:
+        """Why a time too far off is refused (a send's or a schedule's field, 422)."""
+        return f"more than the maximum delay of {self.max_delay_ms} ms from now"
 
     @cached_property
     def allowed_push_hosts(self) -> frozenset[str]:

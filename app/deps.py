@@ -36,6 +36,7 @@ GroupPath = Annotated[str, Path(pattern=NAME_PATTERN, description="Consumer grou
 ScheduleIdPath = Annotated[
     str,
     Path(pattern=MSG_ID_PATTERN, max_length=100, description="Recurring schedule id"),
+    AfterValidator(addressable),
 ]
 MsgIdPath = Annotated[
     str,

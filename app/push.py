@@ -35,6 +35,7 @@ import orjson
 from app.pushclient import Pool
 from app.routes.common import received_item
 from storage.errors import Overloaded, RocktimerError, StoreClosedError, WriterStopped
+from workers.clock import timeout_s
 from workers.consume import Received
 from workers.retry import GroupSettings
 from workers.runner import Engine
@@ -135,7 +136,7 @@ class GroupPusher:
             headers[SIGNATURE_HEADER] = signature(self.push.secret, self._now(), body)
         self.tally.in_flight += 1
         try:
-            reply = await self.pool.post(body, headers, self.push.timeout_ms / 1000)
+            reply = await self.pool.post(body, headers, timeout_s(self.push.timeout_ms))
         except Exception as exc:  # refused, timed out, not HTTP: all one failed attempt
             log.debug("push %s/%s %s failed: %r", self.topic, self.group, got.record.msg_id, exc)
             outcome = FAILED

@@ -23,7 +23,8 @@ UNADDRESSABLE_IDS = frozenset({".", ".."})  # match the pattern, but a URL path 
 
 
 def addressable(msg_id: str) -> str:
-    """Refuse the msg_ids no URL can name (``.../messages/..`` is the parent path)."""
+    """Refuse the ids (msg_id, schedule_id) no URL can name (``.../messages/..`` is the
+    parent path)."""
     if msg_id in UNADDRESSABLE_IDS:
         raise ValueError("'.' and '..' cannot be addressed in a URL")
     return msg_id

@@ -16,6 +16,7 @@ from storage.errors import CorruptRecordError
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")
 _U64_MAX = 2**64 - 1
+MAX_DUE_MS = _U64_MAX  # the latest due time a timer key can hold
 
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
@@ -256,6 +257,16 @@ def group_counts_key(topic: str, group: str) -> bytes:
     return group_counts_prefix(topic) + group.encode()
 
 
-WATERMARK_KEY = b"timer-watermark"
+WATERMARK_KEY = b"timer-watermark"  # past the last moved span of timer keys
 RECEIPT_SECRET_KEY = b"receipt-secret"  # the MAC key of receipts (workers/receipts.py)
 PENDING_KEY = b"pending-timers"
+
+
+def trusted_watermark(watermark: bytes | None, now_ms: int) -> bytes:
+    """Where a walk of the timer keys still to come may start: the watermark (the moved
+    keys and their tombstones lie below it), unless it is past ``now_ms``. Then the clock
+    stepped back since it was written (across a restart), keys may since have been
+    written below it, and the walk starts from the first key (b"")."""
+    if not watermark or read_u64(watermark) > now_ms:
+        return b""
+    return watermark

@@ -90,13 +90,14 @@ def _unread(store: RocksStore, lane: bytes, group: str) -> int:
 
 
 def scheduled(
-    store: RocksStore, topic: str, after: bytes | None, limit: int
+    store: RocksStore, topic: str, after: bytes | None, limit: int, now_ms: int
 ) -> tuple[list[MessageRecord], bytes | None]:
     """``topic``'s scheduled messages in due order, from after timer key ``after``; and the
     timer key to go on after (None: that was the last page). A page reads at most
     ``LIST_SCAN_BUDGET`` timer keys, so it may hold fewer than ``limit`` (even none) and
-    still have a next one."""
-    start = store.get(CF.META, keys.WATERMARK_KEY) or b""  # below it: moved, tombstones
+    still have a next one. It starts at the watermark (below it: moved keys, tombstones)
+    unless the clock stepped back behind it: messages sent since may be due below it."""
+    start = keys.trusted_watermark(store.get(CF.META, keys.WATERMARK_KEY), now_ms)
     if after is not None:
         start = max(start, keys.successor(after))
     target = keys.topic_lane(topic)  # topic ‖ 0x00, as it follows the due time in a key

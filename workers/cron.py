@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import functools
+import re
 from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -54,20 +55,34 @@ class Cron(NamedTuple):
     any_weekday: bool
 
 
+# What an expression may hold: ASCII digits and letters (month and weekday names), the
+# operators, and spaces or tabs between fields. str.isdigit and str.split would take
+# other scripts' digits ("٣") and any Unicode space (a no-break space) as well.
+_ALLOWED = re.compile(r"[0-9A-Za-z*,/ \t-]*")
+_SEPARATOR = re.compile(r"[ \t]+")
+_NUMBER = re.compile(r"[0-9]{1,4}")  # leading zeros allowed; never a 4,300-digit int()
+
+
 def _value(text: str, field: _Field) -> int:
-    value = field.names.get(text.upper()) if not text.isdigit() else int(text)
+    value = int(text) if _NUMBER.fullmatch(text) else field.names.get(text.upper())
     if value is None or not field.low <= value <= field.high:
         raise CronError(f"{field.name}: {text!r} is not in {field.low}-{field.high}")
     return value
 
 
+def _step(part: str, step_text: str, field: _Field) -> int:
+    """A step (the ``/n`` of a part): from 1 to the width of the field's range."""
+    width = field.high - field.low + 1
+    if not _NUMBER.fullmatch(step_text) or not 1 <= int(step_text) <= width:
+        raise CronError(f"{field.name}: the step in {part!r} must be a number from 1 to {width}")
+    return int(step_text)
+
+
 def _parse_field(text: str, field: _Field) -> set[int]:
     out: set[int] = set()
     for part in text.split(","):
-        spec, _, step_text = part.partition("/")
-        if step_text and (not step_text.isdigit() or int(step_text) == 0):
-            raise CronError(f"{field.name}: bad step in {part!r}")
-        step = int(step_text) if step_text else 1
+        spec, slash, step_text = part.partition("/")
+        step = _step(part, step_text, field) if slash else 1
         if spec == "*":
             low, high = field.low, field.high
         elif "-" in spec:
@@ -88,7 +103,14 @@ PARSED_CACHE = 4_096  # distinct expressions kept parsed (bounded: memory must n
 @functools.lru_cache(maxsize=PARSED_CACHE)
 def parse(expr: str) -> Cron:
     """Parse ``minute hour day-of-month month day-of-week``; CronError says what is wrong."""
-    parts = expr.split()
+    if not _ALLOWED.fullmatch(expr):
+        bad = next(c for c in expr if not _ALLOWED.fullmatch(c))
+        raise CronError(
+            f"{bad!r} is not allowed: use ASCII digits, month and weekday names, * , - / "
+            "and spaces between the fields"
+        )
+    stripped = expr.strip(" \t")
+    parts = _SEPARATOR.split(stripped) if stripped else []
     if len(parts) != len(_FIELDS):
         raise CronError(f"expected 5 fields (minute hour day month weekday), got {len(parts)}")
     minutes, hours, days, months, weekdays = (
@@ -110,7 +132,8 @@ def parse(expr: str) -> Cron:
 def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        # OSError: a name of the tz database's directories ("Europe") or an over-long one
         raise CronError(f"unknown time zone {name!r}") from None
 
 

@@ -18,7 +18,7 @@ from storage.errors import PushedGroup, RocktimerError
 from storage.records import DeadLetter, MessageRecord
 from storage.store import CF, RocksStore
 from workers import browse, consume, gil, messages, schedules
-from workers.clock import Clock, RealClock
+from workers.clock import Clock, RealClock, timeout_s
 from workers.deliverer import Deliverer
 from workers.exporter import Exporter
 from workers.histogram import Histogram
@@ -28,6 +28,7 @@ from workers.retry import GroupSettings, decode_settings
 from workers.scanner import MOVE_PACE_MS, PUT_QUEUE_CHUNKS, SCAN_CHUNK, Chunk, Scanner
 from workers.streams import Streams
 from workers.sweeper import Sweeper
+from workers.thread import OwnThread
 from workers.timers.schedule import Schedule
 from workers.txn import Txn
 from workers.webhook import PushSettings
@@ -164,8 +165,18 @@ class Engine:
 
     @property
     def healthy(self) -> bool:
-        workers = self.writer.alive and self.scanner.alive and self.deliverer.alive
-        return self.started and workers and (self.exporter.alive or not self.config.events)
+        return self.started and not self.dead_workers()
+
+    def dead_workers(self) -> list[str]:
+        """Each worker thread that should be running and is not, with what ended it. A
+        server process exits when there is one (app/__main__.py): nothing restarts a
+        thread, and a service that takes sends it will never deliver must not stay up."""
+        if not self.started:
+            return []
+        workers: list[OwnThread] = [self.writer, self.scanner, self.deliverer, self.sweeper]
+        if self.config.events:
+            workers.append(self.exporter)
+        return [death for worker in workers if (death := worker.death()) is not None]
 
     def _committed(self, txn: Txn) -> None:
         if txn.min_new_due is not None:
@@ -358,10 +369,10 @@ class Engine:
                 )
                 if got or self.long_polls.closed:
                     return got
-                left = (deadline - self.clock.now_ms()) / 1000
+                left = deadline - self.clock.now_ms()
                 if left > 0:
                     with contextlib.suppress(TimeoutError):
-                        got = await asyncio.wait_for(asyncio.shield(parked.future), left)
+                        got = await asyncio.wait_for(asyncio.shield(parked.future), timeout_s(left))
             finally:
                 if not self.long_polls.cancel(parked):  # claimed: its messages are coming
                     got = await parked.future
@@ -396,7 +407,7 @@ class Engine:
                     stream.freed.clear()
                     until = min(idle_end, stream.next_expiry() or idle_end)
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stream.freed.wait(), (until - now) / 1000)
+                        await asyncio.wait_for(stream.freed.wait(), timeout_s(until - now))
 
     def release_long_polls(self) -> None:
         """Answer every waiting long poll now, empty, let none wait from now on, and end
@@ -519,4 +530,4 @@ class Engine:
     def scheduled(
         self, topic: str, after: bytes | None, limit: int
     ) -> tuple[list[MessageRecord], bytes | None]:
-        return browse.scheduled(self.store, topic, after, limit)
+        return browse.scheduled(self.store, topic, after, limit, self.clock.now_ms())

@@ -55,18 +55,16 @@ def _resume_cursor(watermark: bytes | None, now_ms: int) -> bytes:
     the clock is now behind it (stepped back across the restart). Then keys can be sent
     due between now and the watermark, and every key at or before now must be due whatever
     the watermark says (invariant 3): scan from the start, once."""
-    if not watermark:
-        return b""
-    moved_up_to = keys.read_u64(watermark)
-    if moved_up_to <= now_ms:
-        return watermark
-    log.warning(
-        "the clock is %d ms behind the last delivery (due %d ms): the clock stepped back; "
-        "scanning every timer from the start",
-        moved_up_to - now_ms,
-        moved_up_to,
-    )
-    return b""
+    cursor = keys.trusted_watermark(watermark, now_ms)
+    if watermark and not cursor:
+        moved_up_to = keys.read_u64(watermark)
+        log.warning(
+            "the clock is %d ms behind the last delivery (due %d ms): the clock stepped "
+            "back; scanning every timer from the start",
+            moved_up_to - now_ms,
+            moved_up_to,
+        )
+    return cursor
 
 
 class Scanner(WorkerThread):

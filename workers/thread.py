@@ -1,5 +1,6 @@
 """The lifecycle every background worker shares: one named daemon thread, a stop flag,
-and the error that killed it (so /readyz tells the truth instead of going silent)."""
+and the error that killed it (so /readyz tells the truth instead of going silent, and
+the server process exits: app/__main__.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,24 @@ from workers.clock import Clock
 
 
 class OwnThread:
-    """One named daemon thread: started, joined, and alive or not."""
+    """One named daemon thread: started, joined, alive or not, and what ended it."""
 
     def __init__(self) -> None:
         self._thread: threading.Thread | None = None
+        self._name = type(self).__name__  # the thread's, once spawned
+        self.error: BaseException | None = None  # what ended the thread, if it raised
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
-        self._thread = threading.Thread(target=target, name=name, daemon=True)
+        def main() -> None:
+            try:
+                target()
+            except BaseException as exc:
+                self.error = exc
+                logging.getLogger(f"rocktimer.{name}").exception("%s stopped", name)
+
+        self.error = None
+        self._name = name
+        self._thread = threading.Thread(target=main, name=name, daemon=True)
         self._thread.start()
 
     def _join(self) -> None:
@@ -30,6 +42,12 @@ class OwnThread:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def death(self) -> str | None:
+        """None while the thread runs; else which thread ended, and with what error."""
+        if self.alive:
+            return None
+        return f"{self._name} ended" + (f": {self.error!r}" if self.error is not None else "")
+
 
 class WorkerThread(OwnThread, abc.ABC):
     name = "rocktimer-worker"
@@ -38,11 +56,10 @@ class WorkerThread(OwnThread, abc.ABC):
         super().__init__()
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by stop() too, so a sleeping worker notices
-        self.error: BaseException | None = None
 
     def start(self) -> None:
         self._stop.clear()
-        self._spawn(self._main, self.name)
+        self._spawn(self.run, self.name)
 
     def stop(self) -> None:
         self._stop.set()
@@ -52,13 +69,6 @@ class WorkerThread(OwnThread, abc.ABC):
     @property
     def stopping(self) -> bool:
         return self._stop.is_set()
-
-    def _main(self) -> None:
-        try:
-            self.run()
-        except BaseException as exc:
-            self.error = exc
-            logging.getLogger(f"rocktimer.{self.name}").exception("%s stopped", self.name)
 
     @abc.abstractmethod
     def run(self) -> None:

@@ -257,6 +257,9 @@ class Writer(_Loop):
     def alive(self) -> bool:
         return self._running and super().alive and self._syncer.alive
 
+    def death(self) -> str | None:
+        return self._syncer.death() or super().death()
+
     @property
     def fsync_seconds(self) -> Histogram:
         """How long each WAL fsync took."""

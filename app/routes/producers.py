@@ -72,9 +72,7 @@ def deliver_time(
     else:
         deliver_at, field = now_ms, "deliver_at_ms"
     if deliver_at - now_ms > settings.max_delay_ms:
-        raise _bad(
-            loc, field, f"more than the maximum delay of {settings.max_delay_ms} ms from now"
-        )
+        raise _bad(loc, field, settings.beyond_max_delay)
     return deliver_at
 
 

@@ -62,6 +62,12 @@ def to_schedule(body: PutSchedule, now_ms: int, settings: Settings) -> Schedule:
     start, end = body.start_at_ms, body.end_at_ms
     if start is not None and end is not None and end <= start:
         raise _bad("end_at_ms", "must be after start_at_ms")
+    # Every fire is a send: none may be further off than ROCKTIMER_MAX_DELAY_MS (which
+    # also keeps every fire a date datetime can hold and a valid timer key).
+    if start is not None and start - now_ms > settings.max_delay_ms:
+        raise _bad("start_at_ms", settings.beyond_max_delay)
+    if body.every_ms is not None and body.every_ms > settings.max_delay_ms:
+        raise _bad("every_ms", f"longer than the maximum delay of {settings.max_delay_ms} ms")
     spec = Schedule(
         body.cron,
         body.every_ms,
@@ -75,9 +81,12 @@ def to_schedule(body: PutSchedule, now_ms: int, settings: Settings) -> Schedule:
         now_ms,
         None,
     )
-    if next_after(spec, now_ms) is None:
+    first = next_after(spec, now_ms)
+    if first is None:
         field = "end_at_ms" if end is not None else "cron"
         raise _bad(field, "the schedule would never fire (its window is over, or no date matches)")
+    if first - now_ms > settings.max_delay_ms:
+        raise _bad("cron", f"its first fire is {settings.beyond_max_delay}")
     return spec
 
 

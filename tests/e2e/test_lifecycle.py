@@ -54,6 +54,50 @@ def test_a_bad_setting_stops_the_process_with_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "data").exists()  # refused before touching anything
 
 
+def test_a_maximum_delay_past_its_bound_stops_the_process_with_one_line(tmp_path: Path) -> None:
+    """ROCKTIMER_MAX_DELAY_MS is bounded (100 years): past it, sends and schedules could
+    ask for times no datetime and no timer key can hold."""
+    code, err = start_failure(tmp_path, ROCKTIMER_MAX_DELAY_MS=str(2**63 - 1))
+    assert code == 2
+    assert err.startswith("rocktimer: bad setting ROCKTIMER_MAX_DELAY_MS='9223372036854775807'")
+    assert err.endswith("it accepts an integer from 0 to 3155760000000\n")
+    assert len(err.splitlines()) == 1
+
+
+# A server process whose scanner thread raises at its first hand-over of due timers: the
+# fault is put in by the test's launcher, the process is the service's own main().
+BROKEN_SCANNER = """
+import workers.scanner
+
+def broken(self, found):
+    raise RuntimeError("injected: the hand-over failed")
+
+workers.scanner.Scanner._hand_over = broken
+from app.__main__ import main
+main()
+"""
+
+
+def test_a_worker_thread_that_dies_ends_the_process_non_zero(tmp_path: Path) -> None:
+    """A worker thread that ends (here the scanner, on an error) must not leave a server
+    answering 201 to sends it will never deliver: the process stops and exits 3, naming
+    the thread and the error, for its supervisor (docker's restart policy) to restart it."""
+    srv = Server(tmp_path / "data")
+    srv.argv = [sys.executable, "-c", BROKEN_SCANNER]
+    srv.start()
+    try:
+        with httpx.Client(base_url=srv.url, timeout=10) as c:
+            sent = c.post("/v1/topics/t/messages", json={"body": "x", "delay_ms": 50})
+            assert sent.status_code == 201, sent.text
+        assert srv.proc is not None
+        code = srv.proc.wait(timeout=30)
+    finally:
+        srv.kill()
+    assert code == 3, srv.tail()
+    logs = srv.logs()
+    assert "a worker thread ended (rocktimer-scanner ended: RuntimeError('injected" in logs, logs
+
+
 def test_a_data_dir_held_by_another_server_is_one_line(
     fresh_server: Callable[..., Server], tmp_path: Path
 ) -> None:

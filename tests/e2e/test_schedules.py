@@ -79,6 +79,68 @@ def test_bad_schedule_ids_and_topics_are_422(client: httpx.Client, topic: str) -
     assert client.put(url("%25RETRY%25g", "s"), json=body).status_code == 422
 
 
+YEAR_2326_MS = 11_256_593_538_460
+MAX_DELAY = "maximum delay"
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "reason"),
+    [
+        # Far off: each was a 201 whose timer key ended the scanner's thread (or a 500).
+        ({"every_ms": 1_000, "start_at_ms": YEAR_2326_MS}, "start_at_ms", MAX_DELAY),
+        ({"every_ms": 2**53}, "every_ms", MAX_DELAY),
+        ({"every_ms": 2**63 - 1}, "every_ms", MAX_DELAY),
+        ({"cron": "30 2 * * MON-FRI", "start_at_ms": 576460752303423487}, "start_at_ms", MAX_DELAY),
+        ({"cron": "* * * * *", "start_at_ms": 2**63 - 1}, "start_at_ms", MAX_DELAY),
+        ({"cron": "* * * * *", "start_at_ms": 253402300800000}, "start_at_ms", MAX_DELAY),
+        # Directories of the tz database (500 and a reset connection before).
+        ({"cron": "* * * * *", "timezone": "Europe"}, "timezone", "unknown time zone"),
+        ({"cron": "* * * * *", "timezone": "America"}, "timezone", "unknown time zone"),
+        ({"cron": "* * * * *", "timezone": "Asia"}, "timezone", "unknown time zone"),
+        ({"every_ms": 60_000, "timezone": "__pycache__"}, "timezone", "unknown time zone"),
+        # Cron text a person would not mean as cron.
+        ({"cron": "\u0663 * * * *"}, "cron", "not allowed"),
+        ({"cron": "0\u00a00 * * *"}, "cron", "not allowed"),
+        ({"cron": "*/99999999999999999999 * * * *"}, "cron", "step"),
+    ],
+)
+def test_far_off_and_malformed_schedules_are_422_naming_the_field(
+    client: httpx.Client, topic: str, body: dict[str, Any], field: str, reason: str
+) -> None:
+    r = client.put(url(topic, "edge"), json={"body": "x", **body})
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    errors = r.json()["errors"]
+    assert [e["field"] for e in errors] == [field], errors
+    assert reason in errors[0]["reason"], errors
+    assert client.get(url(topic, "edge")).status_code == 404
+    assert client.get("/readyz").status_code == 200
+
+
+def test_a_schedule_up_to_the_maximum_delay_is_taken(client: httpx.Client, topic: str) -> None:
+    nine_years = 9 * 365 * 86_400_000
+    for body in (
+        {"every_ms": nine_years},
+        {"every_ms": 60_000, "start_at_ms": now_ms() + nine_years},
+        {"cron": "0 0 * * *", "start_at_ms": now_ms() + nine_years},
+    ):
+        r = client.put(url(topic, "far"), json={"body": "x", **body})
+        assert r.status_code in (200, 201), r.text
+    assert client.get("/readyz").status_code == 200
+
+
+@pytest.mark.parametrize("sid", ["%2e", "%2E", "%2e%2e", ".%2e"])
+def test_dot_schedule_ids_are_422_like_msg_ids(client: httpx.Client, topic: str, sid: str) -> None:
+    """'.' and '..' match the id pattern, but no URL can name them (a client normalises
+    them away): refused on every schedule route, as msg_ids are."""
+    for method in ("PUT", "GET", "DELETE"):
+        body = {"every_ms": 60_000, "body": "x"} if method == "PUT" else None
+        r = client.request(method, url(topic, sid), json=body)
+        assert r.status_code == 422, (method, r.text)
+        assert "cannot be addressed in a URL" in r.text
+    assert client.get(url(topic)).json()["items"] == []
+
+
 EVERY_MS = 1_000
 
 

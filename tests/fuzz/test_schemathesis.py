@@ -60,6 +60,7 @@ from schemathesis.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from schemathesis.core.result import Ok
 
 from app.config import Settings
 from app.main import create_app
@@ -229,6 +230,57 @@ def test_operation_conforms_to_the_schema(case: Case[Any], served: Server) -> No
     case.call_and_validate(base_url=served.url, checks=checks_for(case))
 
 
+SCHEDULE_OPERATIONS = frozenset(
+    {"put_schedule", "get_schedule", "list_schedules", "delete_schedule"}
+)
+# Times and periods at the edges of their schema (0 .. 2**63-1) and of the calendar: the
+# year 2326 and 2**53 (each once a 201 whose timer ended the scanner), past the year 9999
+# (a 500 from cron), the maximum delay's neighbourhood is in tests/e2e/test_schedules.py.
+EXTREME_MS = [0, 1, 999, 1_000, 2**31, 11_256_593_538_460, 2**53, 253_402_300_800_000]
+EXTREME_MS += [2**62, 576_460_752_303_423_487, 2**63 - 2, 2**63 - 1]
+
+
+def operation_id_of(operation: Any) -> str | None:
+    op_id = operation.definition.raw.get("operationId")
+    return op_id if isinstance(op_id, str) else None
+
+
+def test_the_schedule_routes_are_fuzzed() -> None:
+    """The parametrized test above covers every operation of the schema: the schedule
+    routes must stay among them."""
+    results = list(schema.get_all_operations())
+    assert all(isinstance(result, Ok) for result in results)
+    fuzzed = {operation_id_of(result.ok()) for result in results if isinstance(result, Ok)}
+    assert fuzzed >= SCHEDULE_OPERATIONS
+
+
+@pytest.mark.parametrize("at", EXTREME_MS)
+def test_schedules_at_extreme_times_are_never_a_server_error(served: Server, at: int) -> None:
+    """start_at_ms, end_at_ms and every_ms at their extremes, for cron and every_ms
+    schedules, each checked as the fuzzing above checks a case (no 5xx, the declared
+    status, content type and body, a problem document for a 4xx); then the service must
+    still be ready: no accepted schedule stopped a worker."""
+    put = schema.find_operation_by_id("put_schedule")
+    topic = f"x{uuid.uuid4().hex[:8]}"
+    bodies: list[dict[str, Any]] = [
+        {"every_ms": max(at, 1_000)},
+        {"every_ms": 60_000, "start_at_ms": at},
+        {"every_ms": 60_000, "end_at_ms": at},
+        {"cron": "30 2 * * MON-FRI", "start_at_ms": at},
+        {"cron": "* * * * *", "end_at_ms": at},
+        {"cron": "* * * * *", "timezone": "Europe", "start_at_ms": at},
+    ]
+    for i, extra in enumerate(bodies):
+        case = put.Case(
+            path_parameters={"topic": topic, "schedule_id": f"s{i}"}, body={"body": "x", **extra}
+        )
+        case.call_and_validate(base_url=served.url, checks=CHECKS)
+    listed = httpx.get(f"{served.url}/v1/topics/{topic}/schedules", timeout=REQUEST_TIMEOUT_S)
+    assert listed.status_code == 200, listed.text
+    ready = httpx.get(f"{served.url}/readyz", timeout=REQUEST_TIMEOUT_S)
+    assert ready.status_code == 200, ready.text
+
+
 def in_own_topic(case: Case[Any], namespace: str) -> None:
     """Move a stateful scenario's calls to topics of its own (``namespace`` + the generated
     name), so each scenario starts from an empty server. Hypothesis replays choice
@@ -291,3 +343,20 @@ def test_stateful_workflows(served: Server) -> None:
             database=None,
         )
     )
+
+
+def test_the_fuzzed_server_still_delivers(served: Server) -> None:
+    """Last in the module: after everything above was sent to it (schedules at every
+    extreme the fuzzing found, far-off sends), the server is ready and delivers. A worker
+    thread ended by an accepted value shows here, whichever request did it."""
+    topic = f"alive{uuid.uuid4().hex[:8]}"
+    with httpx.Client(base_url=served.url, timeout=REQUEST_TIMEOUT_S) as c:
+        assert c.get("/readyz").status_code == 200
+        sent = c.post(f"/v1/topics/{topic}/messages", json={"body": "x", "delay_ms": 100})
+        assert sent.status_code == 201, sent.text
+        got = c.post(
+            f"/v1/topics/{topic}/groups/g/receive",
+            json={"max_messages": 1, "wait_ms": 10_000},
+        )
+        assert got.status_code == 200, got.text
+        assert [m["msg_id"] for m in got.json()["messages"]] == [sent.json()["msg_id"]]

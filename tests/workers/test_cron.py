@@ -93,6 +93,20 @@ def test_names_steps_lists_and_either_day_rule() -> None:
         ("5-1 * * * *", "backwards"),
         ("* * * FOO *", "month"),
         ("a b c d e", "minute"),
+        # Only ASCII digits and spaces: str.isdigit and str.split take other scripts'
+        # digits and any Unicode space, and int() then reads "٣" as 3.
+        ("\u0663 * * * *", "not allowed"),
+        ("* * * * \uff11", "not allowed"),
+        ("0\u00a00 * * *", "not allowed"),
+        ("0 0\n* * *", "not allowed"),
+        ("0\u20030 * * *", "not allowed"),
+        # A step is 1 .. the width of its field, never an int() of thousands of digits.
+        ("*/99999999999999999999 * * * *", "minute: the step .* from 1 to 60"),
+        ("*/" + "9" * 250 + " * * * *", "minute: the step"),
+        ("* */25 * * *", "hour: the step .* from 1 to 24"),
+        ("1/ * * * *", "step"),
+        ("9" * 250 + " * * * *", "minute"),
+        ("", "5 fields"),
     ],
 )
 def test_malformed_expressions_name_the_part(expr: str, part: str) -> None:
@@ -100,9 +114,20 @@ def test_malformed_expressions_name_the_part(expr: str, part: str) -> None:
         cron.parse(expr)
 
 
-def test_unknown_zone() -> None:
+def test_spaces_tabs_and_leading_zeros_are_still_cron() -> None:
+    parsed = cron.parse(" 05\t*/12  * * MON ")
+    assert (parsed.minutes, parsed.hours, parsed.weekdays) == ((5,), (0, 12), frozenset({1}))
+    assert cron.parse("*/60 * * * *").minutes == (0,)
+
+
+@pytest.mark.parametrize(
+    "name", ["Mars/Olympus", "Europe", "America", "Asia", "__pycache__", "a" * 300, "Europe/"]
+)
+def test_unknown_zone(name: str) -> None:
+    """A directory of the tz database ("Europe") is no zone: ZoneInfo raises
+    IsADirectoryError for it, which is a CronError here like any unknown name."""
     with pytest.raises(cron.CronError, match="time zone"):
-        cron.zone("Mars/Olympus")
+        cron.zone(name)
 
 
 def test_a_date_that_never_comes_never_fires() -> None:

@@ -214,3 +214,35 @@ def test_a_clock_stepped_back_across_a_restart_still_delivers_what_falls_due(
         assert second.status("t", "after").entry.state is MessageState.DELIVERED
     finally:
         stop_within(second)
+
+
+def test_the_listing_after_a_restart_behind_the_watermark_shows_every_scheduled_message(
+    make_engine: EngineFactory, clock: FakeClock, data_dir: str
+) -> None:
+    """Deliver at T (the watermark is then past T), restart with the clock an hour behind,
+    send two due in a few seconds (below the watermark): the scheduled listing shows them
+    with the ones still due after T, in due order (it started at the watermark: empty)."""
+    first = make_engine()
+    first.start()
+    due = clock.now_ms() + 1_000
+    run(first.send(record("t", "before", due)))
+    run(first.send(record("t", "later", due + 60_000)))
+    clock.advance(1_000)
+    wait_until(lambda: first.deliverer.moved == 1, what="the first delivery")
+    first.stop()
+
+    behind = FakeClock(due - 3_600_000)
+    second = Engine(EngineConfig(data_dir=data_dir), behind)
+    second.start()
+    try:
+        for i in range(2):
+            run(second.send(record("t", f"after{i}", behind.now_ms() + 5_000 + i)))
+        listed, resume = second.scheduled("t", None, 100)
+        assert [r.msg_id for r in listed] == ["after0", "after1", "later"]
+        assert resume is None
+        behind.advance(5_001)
+        wait_until(lambda: second.deliverer.moved == 2, what="the two sent after the step")
+        listed, _ = second.scheduled("t", None, 100)
+        assert [r.msg_id for r in listed] == ["later"]
+    finally:
+        stop_within(second)

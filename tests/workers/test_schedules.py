@@ -9,8 +9,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from storage import keys
 from storage.errors import ScheduleNotFound
 from storage.records import MessageRecord
+from storage.store import CF, Put
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import record, run, stop_within, timer_keys, topic_log, wait_until
 from workers import schedules
@@ -184,3 +186,74 @@ def test_catch_up_walks_a_bounded_window() -> None:
     assert schedule.latest_due(monthly, 0, 100 * 24 * 60 * MINUTE) == int(
         dt.datetime(1970, 4, 1, tzinfo=dt.UTC).timestamp() * 1000
     )
+
+
+@pytest.mark.parametrize(
+    ("stored", "why"),
+    [
+        # A zone validated on the way in may be stored by an older version, or be gone
+        # from a newer tz database; "Europe" is a directory of it (IsADirectoryError).
+        (spec(cron="* * * * *", tz="Europe"), "unknown time zone"),
+        (spec(cron="* * * * *", tz="Mars/Olympus"), "unknown time zone"),
+        (spec(cron="not cron"), "expected 5 fields"),
+        # The next fire past the last timer key, and past the year 9999.
+        (spec(every_ms=2**64 - 1)._replace(created_at_ms=10), "past every key"),
+        (spec(cron="* * * * *")._replace(end_at_ms=None, start_at_ms=None), None),
+    ],
+)
+def test_a_stored_schedule_that_cannot_fire_again_stops_alone(
+    make_engine: EngineFactory,
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
+    stored: Schedule,
+    why: str | None,
+) -> None:
+    """Validated on the way in, tolerated on the way out: a stored schedule whose next
+    fire cannot be computed fires what is due, logs why, and stops (next_fire_at_ms null);
+    the move that fires it does not fail (the deliverer's thread ended on it), and the
+    messages due after it are delivered."""
+    due = clock.now_ms() + 1_000
+    engine = make_engine()
+    s = stored._replace(next_fire_at_ms=due)
+    engine.store.write(
+        [
+            Put(CF.META, keys.schedule_key("t", "s"), schedule.encode(s)),
+            Put(CF.TIMERS, schedule.timer_key(due, "t", "s"), b""),
+        ],
+        sync=True,
+    )
+    engine.start()
+    run(engine.send(record("t", "after", due + 10)))
+    clock.set(due + 10)
+    wait_until(lambda: len(fired(engine)) == 2, what="the fire and the message after it")
+    assert [r.msg_id for r in fired(engine)] == [f"s:{due}", "after"]
+    now = schedules.get(engine.store, "t", "s")
+    assert now.last_fire_at_ms == due
+    if why is None:  # the control: a good schedule arms its next fire
+        assert now.next_fire_at_ms == due - due % MINUTE + MINUTE
+    else:
+        assert now.next_fire_at_ms is None
+        assert any(why in r.getMessage() for r in caplog.records), caplog.text
+    assert engine.healthy
+
+
+def test_a_stored_body_that_is_not_base64_stops_its_schedule(
+    make_engine: EngineFactory, clock: FakeClock
+) -> None:
+    due = clock.now_ms() + 1_000
+    engine = make_engine()
+    s = spec(every_ms=MINUTE)._replace(body="a", body_encoding="base64", next_fire_at_ms=due)
+    engine.store.write(
+        [
+            Put(CF.META, keys.schedule_key("t", "s"), schedule.encode(s)),
+            Put(CF.TIMERS, schedule.timer_key(due, "t", "s"), b""),
+        ],
+        sync=True,
+    )
+    engine.start()
+    run(engine.send(record("t", "after", due + 10)))
+    clock.set(due + 10)
+    wait_until(lambda: len(fired(engine)) == 1, what="the message after the schedule")
+    assert [r.msg_id for r in fired(engine)] == ["after"]
+    assert schedules.get(engine.store, "t", "s").next_fire_at_ms is None
+    assert engine.healthy

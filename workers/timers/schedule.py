@@ -66,7 +66,22 @@ def timer_key(fire_at_ms: int, topic: str, schedule_id: str) -> bytes:
 
 
 def next_after(s: Schedule, after_ms: int) -> int | None:
-    """The schedule's first fire strictly after ``after_ms``, within its window."""
+    """The schedule's first fire strictly after ``after_ms``, within its window; None if
+    there is none, or if a stored schedule cannot say (an expression or zone that no
+    longer parses, a fire past the year 9999 or past the last timer key): logged, and
+    the schedule stops firing instead of failing the move that fires it."""
+    try:
+        nxt = _next_after(s, after_ms)
+    except (ValueError, ArithmeticError, OSError, TypeError) as exc:  # CronError: ValueError
+        log.error("schedule (%s, %s) has no next fire: %s", s.cron, s.timezone, exc)
+        return None
+    if nxt is not None and nxt > keys.MAX_DUE_MS:
+        log.error("schedule (every_ms %s) has no next fire: %d is past every key", s.every_ms, nxt)
+        return None
+    return nxt
+
+
+def _next_after(s: Schedule, after_ms: int) -> int | None:
     if s.every_ms is not None:
         first = s.start_at_ms if s.start_at_ms is not None else s.created_at_ms + s.every_ms
         nxt = (
@@ -75,7 +90,8 @@ def next_after(s: Schedule, after_ms: int) -> int | None:
             else first + ((after_ms - first) // s.every_ms + 1) * s.every_ms
         )
     else:
-        assert s.cron is not None
+        if s.cron is None:
+            raise ValueError("neither cron nor every_ms")
         start = after_ms if s.start_at_ms is None else max(after_ms, s.start_at_ms - 1)
         found = cron.next_after(cron.parse(s.cron), cron.zone(s.timezone), start)
         if found is None:
@@ -132,7 +148,8 @@ def fire_run(span: Span, start: int, stop: int) -> None:
             timers.append(keys.decode_timer_key(key))
         except CorruptRecordError as exc:
             log.error("skipping an undecodable timer: %s", exc)
-    named = [(t.target[len(PREFIX) :], t.ident.decode()) for t in timers]
+    # An ident that is not UTF-8 names no schedule (ids are ASCII): its lookup finds none.
+    named = [(t.target[len(PREFIX) :], t.ident.decode(errors="replace")) for t in timers]
     slots = [keys.schedule_key(topic, sid) for topic, sid in named]
     if len(set(slots)) < len(slots):  # never made by this code (one timer per schedule)
         one_at_a_time(fire)(span, start, stop)
@@ -157,7 +174,7 @@ def fire_run(span: Span, start: int, stop: int) -> None:
 def fire(txn: Txn, key: bytes, value: bytes) -> None:
     """Fire one schedule timer (as ``fire_run`` does a run of them)."""
     timer = keys.decode_timer_key(key)
-    topic, schedule_id = timer.target[len(PREFIX) :], timer.ident.decode()
+    topic, schedule_id = timer.target[len(PREFIX) :], timer.ident.decode(errors="replace")
     raw = txn.get(CF.META, keys.schedule_key(topic, schedule_id))
     if raw is None:
         return  # deleted after the scan
@@ -171,7 +188,13 @@ def fire(txn: Txn, key: bytes, value: bytes) -> None:
 def _fire(txn: Txn, d: _Due, already_sent: bool) -> None:
     """Deliver the fire's message (unless its msg_id exists) and arm the next fire."""
     if not already_sent:
-        body, encoding = body_bytes(d.schedule)
+        try:
+            body, encoding = body_bytes(d.schedule)
+        except ValueError as exc:  # a stored body that is not base64: it never will be
+            log.error("schedule %r of topic %r stops: its body: %s", d.schedule_id, d.topic, exc)
+            stopped = d.schedule._replace(next_fire_at_ms=None)
+            txn.put(CF.META, keys.schedule_key(d.topic, d.schedule_id), encode(stopped))
+            return
         props = {**d.schedule.properties, PROPERTY: d.schedule_id}
         rec = MessageRecord(
             d.topic, d.msg_id, d.fire_at, txn.now_ms, body, encoding, d.schedule.tag, props
