@@ -361,6 +361,48 @@ def test_pipeline_jobs_get_the_arguments_and_the_url(
     assert capfd.readouterr().out.startswith("usage: python -m pipeline.audit")
 
 
+# sitecustomize for a Python without the pipeline extra, as in the `make run` venv.
+_NO_PIPELINE_EXTRA = """
+import sys
+from importlib.abc import MetaPathFinder
+
+
+class NoPipelineExtra(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in {"pyspark", "py4j", "pandas", "matplotlib"}:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, NoPipelineExtra())
+"""
+
+
+def test_pipeline_jobs_without_the_pipeline_extra(server: Server, tmp_path: Path) -> None:
+    """load / report / audit where PySpark is not installed: one line saying how to get
+    the pipeline extra, exit 2 (not a traceback chained to a second one)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_NO_PIPELINE_EXTRA)
+    rows, events = tmp_path / "rows.csv", tmp_path / "events"
+    rows.write_text("body\nx\n")
+    events.mkdir()
+    out = ["--out", str(tmp_path / "report")]
+    for job in (
+        ["load", "--input", str(rows), "--format", "csv", "--rejects", str(tmp_path / "rej")],
+        ["report", "--events", str(events), *out],
+        ["audit", "--events", str(events)],
+    ):
+        done = _script(job[0], *job[1:], PYTHONPATH=str(site), ROCKTIMER_URL=server.url)
+        assert (done.returncode, done.stderr) == (
+            Exit.USAGE,
+            "error: the Spark jobs need the pipeline extra (No module named 'pyspark'): "
+            "pip install -e '.[pipeline]' (make .venv/.test-stamp installs it too) and a "
+            "Java 17 runtime\n",
+        ), job
+    assert _script("report", "--help", PYTHONPATH=str(site)).returncode == Exit.OK
+
+
 def test_reschedule(run: Run, topic: str) -> None:
     run("send", topic, "later", "--id", "r1", "--delay", "1h")
     (moved,) = run.json("reschedule", topic, "r1", "--delay", "2h")
