@@ -61,10 +61,10 @@ EXIT_CODES = (
 )
 MAX_BATCH = 1000  # items per request (api.md)
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # JSON per request, under the server's 5 MiB default
-MAX_POLL_MS = 30_000
+MIN_POLL_MS, MAX_POLL_MS = 100, 30_000  # a long poll's wait (the server's longest)
 STREAM_IN_FLIGHT = 100  # messages printed and not yet acked at once (the server's default)
 MAX_REDRIVE_ALL = 1_000_000  # dead letters one `dlq redrive --all` sends back
-_ITEM_PREFIX = re.compile(r"^messages\.\d+\.")  # the longest long poll the server takes
+_ITEM_PREFIX = re.compile(r"^messages\.\d+\.")
 
 app = typer.Typer(
     name="rocktimer",
@@ -371,7 +371,7 @@ def tail(
     ] = True,
     count: Annotated[int | None, typer.Option(min=1, help="Stop after this many messages.")] = None,
     wait: Annotated[
-        str, typer.Option(help="Long poll per request when polling, with a unit (at most 30s).")
+        str, typer.Option(help="Long poll per request when polling, with a unit (100ms to 30s).")
     ] = "10s",
     invisible: Annotated[
         str,
@@ -386,7 +386,9 @@ def tail(
     messages still to print, so it never holds a message it does not print. A message
     whose ack the server refuses (its --invisible ran out first: the group receives it
     again) is named on stderr, and the exit code is 1."""
-    wait_ms = min(_ms(parse_duration_ms, wait, "--wait") or 0, MAX_POLL_MS)
+    wait_ms = _ms(parse_duration_ms, wait, "--wait") or 0
+    if not MIN_POLL_MS <= wait_ms <= MAX_POLL_MS:  # a shorter one polls in a busy loop
+        raise typer.BadParameter("give 100ms to 30s", param_hint="--wait")
     invisible_ms = _ms(parse_duration_ms, invisible, "--invisible") or 0
     api, out, seen = _api(ctx), Out(as_json), 0
     received: deque[dict[str, Any]] = deque()  # handed to us, not printed yet

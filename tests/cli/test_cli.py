@@ -257,6 +257,8 @@ def test_errors_are_one_line_in_words(
         (["dlq", "redrive", topic, "g", "."], "'msg_ids': '.' cannot be one part"),
         (["send", topic, "x", "--delay", "5"], "--delay: 5 has no unit: write 5ms, 5s"),
         (["tail", topic, "g", "--invisible", "30"], "--invisible: 30 has no unit"),
+        (["tail", topic, "g", "--count", "1", "--wait", "0s"], "--wait: give 100ms to 30s"),
+        (["tail", topic, "g", "--count", "1", "--wait", "31s"], "--wait: give 100ms to 30s"),
     ):
         _, err = run(*args, code=Exit.USAGE)
         assert err.count("\n") == 1, err
