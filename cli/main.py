@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -227,6 +228,7 @@ def batch(
     """Schedule every message of a file, 1000 per request; each item succeeds or fails alone.
 
     JSON Lines: one send body per line ({"body": ..., "msg_id": ..., "delay_ms": ...}).
+
     CSV: a header row naming body, msg_id, tag, delay_ms, deliver_at_ms, delay_level,
     body_encoding, properties.NAME."""
     kind = file_format or batchfile.kind_of(str(file))
@@ -754,6 +756,19 @@ for _name, (_module, _help) in PIPELINE_JOBS.items():
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
         add_help_option=False,
     )(_pipeline_job(_module))
+
+
+def _one_line_paragraphs(text: str) -> str:
+    """A help text with each paragraph on one line. The docstrings wrap at the source's
+    width, and typer's rich help keeps those line breaks, so on a terminal of any other
+    width a paragraph broke mid-sentence; rich wraps one-line paragraphs to the terminal."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
+for _info in [*app.registered_commands, *dlq.registered_commands]:
+    if _info.help is None and _info.callback is not None and _info.callback.__doc__:
+        _info.help = _one_line_paragraphs(_info.callback.__doc__)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,10 +21,11 @@ from typing import Any
 
 import httpx
 import pytest
+import typer
 
 from bench.process import START_TIMEOUT_S, free_port
 from cli.connection import Exit
-from cli.main import MAX_BATCH, main
+from cli.main import MAX_BATCH, PIPELINE_JOBS, app, main
 from tests.e2e.server import Server
 
 ROCKTIMER = Path(sys.executable).parent / "rocktimer"
@@ -207,6 +208,38 @@ def test_help_lists_each_command_in_one_sentence(
     for line, row in zip(lines[start:], rows, strict=False):
         assert line[2] != " ", f"a command's help goes on over lines: {row!r}"
         assert row.endswith("."), row
+
+
+def _command_paths() -> list[list[str]]:
+    """Every command of rocktimer by its words (``["dlq", "list"]``), but the Spark jobs,
+    whose --help is their own (python -m pipeline.<job> --help)."""
+    paths: list[list[str]] = []
+
+    def walk(command: Any, words: list[str]) -> None:
+        for name, sub in getattr(command, "commands", {}).items():
+            if name not in PIPELINE_JOBS:
+                paths.append([*words, name])
+                walk(sub, [*words, name])
+
+    walk(typer.main.get_command(app), [])
+    return paths
+
+
+@pytest.mark.parametrize("words", _command_paths(), ids=" ".join)
+def test_help_paragraphs_end_in_full_sentences(
+    words: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a terminal wider than the source, each paragraph of a command's help is one
+    line: rich wraps it to the terminal, never where the docstring happened to break."""
+    monkeypatch.setenv("COLUMNS", "400")
+    assert main([*words, "--help"]) == Exit.OK
+    lines = capsys.readouterr().out.splitlines()
+    prose = lines[next(i for i, line in enumerate(lines) if "Usage:" in line) + 1 :]
+    prose = prose[: next(i for i, line in enumerate(prose) if line.startswith("╭"))]
+    paragraphs = [line.strip() for line in prose if line.strip()]
+    assert paragraphs
+    for paragraph in paragraphs:
+        assert paragraph.endswith("."), f"{' '.join(words)} --help breaks: {paragraph!r}"
 
 
 class _NotRocktimer(BaseHTTPRequestHandler):
