@@ -15,6 +15,7 @@ RUN python3 -m pip install --no-cache-dir --require-hashes -r /tmp/requirements-
 
 # The project itself, built with the locked setuptools.
 COPY pyproject.toml README.md /tmp/src/
+COPY build_backend /tmp/src/build_backend
 COPY app /tmp/src/app
 COPY storage /tmp/src/storage
 COPY workers /tmp/src/workers

@@ -6,6 +6,8 @@ On a VM whose speed drifts by half from one second to the next (one build's figu
 not the code. Here both servers are up at once and idle but for the window of load each
 gets in turn (order alternating), so a drift lands on both; the answer is B's rate over
 A's, overall and the median of the windows' ratios, and each server's CPU a message.
+A window that got no reply (a short one on a busy machine) measures nothing: its round
+gives no ratio and is counted as left out, on both sides, so the two stay comparable.
 
     python -m bench.ab /path/to/worktree-a /path/to/worktree-b
     python -m bench.ab . . --env-a ROCKTIMER_EVENTS=false          # one build, two settings
@@ -40,6 +42,7 @@ class Side:
     seconds: float = 0.0
     cpu_s: float = 0.0
     rates: list[float] = field(default_factory=list)
+    empty: int = 0  # windows that got no reply: their rounds are left out
 
     @property
     def rate(self) -> float:
@@ -120,10 +123,20 @@ def compare(
                 run(_load(mode, side.server.port, side.server.pid, WARMUP_BATCHES))
             ratios = []
             for i in range(rounds):
+                windows = []
                 for side in (a, b) if i % 2 == 0 else (b, a):
                     cpu = process.cpu_seconds(side.server.pid)
                     sent, seconds = run(_load(mode, side.server.port, side.server.pid, size))
-                    side.cpu_s += process.cpu_seconds(side.server.pid) - cpu
+                    windows.append(
+                        (side, sent, seconds, process.cpu_seconds(side.server.pid) - cpu)
+                    )
+                empty = [side for side, sent, seconds, _ in windows if sent <= 0 or seconds <= 0]
+                for side in empty:
+                    side.empty += 1
+                if empty:
+                    continue
+                for side, sent, seconds, cpu_s in windows:
+                    side.cpu_s += cpu_s
                     side.sent += sent
                     side.seconds += seconds
                     side.rates.append(sent / seconds)
@@ -155,13 +168,26 @@ def main() -> None:
         rounds=args.rounds,
     )
     unit = "msg/s" if args.mode == "batch" else "req/s"
+    print("\n".join(summary(a, b, ratios, args.rounds, unit)))
+
+
+def summary(a: Side, b: Side, ratios: list[float], rounds: int, unit: str) -> list[str]:
+    """Each side's rate and CPU a message, then B ÷ A over the rounds both sides measured."""
+    lines = []
     for name, side in (("A", a), ("B", b)):
         per = side.cpu_s / side.sent * 1e6 if side.sent else 0.0
-        print(f"{name} {side.rate:,.0f} {unit}, server CPU {per:.1f} µs a message")
-    print(
+        lines.append(f"{name} {side.rate:,.0f} {unit}, server CPU {per:.1f} µs a message")
+    empty = f"windows without a reply: A {a.empty}, B {b.empty}"
+    if not ratios:
+        lines.append(f"B ÷ A: no round got replies on both sides ({empty}); no ratio")
+        return lines
+    left_out = rounds - len(ratios)
+    lines.append(
         f"B ÷ A {b.rate / a.rate:.3f} overall, {statistics.median(ratios):.3f} median of "
         f"{len(ratios)} rounds (min {min(ratios):.3f}, max {max(ratios):.3f})"
+        + (f"; {left_out} rounds left out ({empty})" if left_out else "")
     )
+    return lines
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from enum import IntEnum
+from http import HTTPStatus
 from typing import Any, TypeVar
 
 import httpx
@@ -29,6 +30,7 @@ class Exit(IntEnum):
     UNREACHABLE = 3  # no server at the URL (refused, timed out, unknown host)
     DENIED = 4  # 401/403: no API key, an unknown one, or one without the role
     UNAVAILABLE = 5  # 429/503/5xx: the server is overloaded or failing; retry later
+    INTERRUPTED = 130  # Ctrl+C (128 + SIGINT, as shells report it)
 
 
 def exit_for(status: int) -> Exit:
@@ -77,10 +79,10 @@ class Api:
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
         except UnexpectedStatus as exc:
-            raise _unexpected(exc.status_code, exc.content) from None
+            raise self._failure(exc.status_code, exc.content) from None
         parsed = reply.parsed
         if isinstance(parsed, Problem):
-            raise _refused(parsed)
+            raise self._refused(parsed)
         if parsed is None:
             raise Failed(Exit.UNAVAILABLE, f"{reply.status_code}: a reply that does not parse")
         return reply.status_code, parsed
@@ -97,7 +99,7 @@ class Api:
                 if r.status_code == 404:
                     raise NoStream(path)
                 if r.status_code != 200:
-                    raise _failure(r.status_code, r.read())
+                    raise self._failure(r.status_code, r.read())
                 event = ""
                 for line in r.iter_lines():
                     if line.startswith("event: "):
@@ -107,6 +109,31 @@ class Api:
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
 
+    def _refused(self, problem: Problem) -> Failed:
+        """A problem document as one line: its status, title and detail (which names the
+        field at fault); a 404 that names nothing is a path the server does not serve."""
+        line = f"{problem.status} {problem.title}"
+        if problem.detail and problem.detail != problem.title:
+            line += f": {problem.detail}"
+        code = exit_for(problem.status)
+        if problem.status == 404 and problem.detail == HTTPStatus.NOT_FOUND.phrase:
+            line += f": not a route of the server at {self.url} (is --url its base URL?)"
+            code = Exit.USAGE
+        return Failed(code, line, problem.to_dict())
+
+    def _failure(self, status: int, content: bytes) -> Failed:
+        """A reply the generated client did not parse: its problem if it is one, else its
+        status in words (the body is no rocktimer reply: not worth printing)."""
+        try:
+            problem = Problem.from_dict(orjson.loads(content))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+            phrase = _phrase(status)
+            return Failed(
+                exit_for(status),
+                f"{status} {phrase}: not a rocktimer reply (is --url {self.url} right?)",
+            )
+        return self._refused(problem)
+
     def _unreachable(self, exc: httpx.TransportError) -> Failed:
         reason = str(exc) or type(exc).__name__
         return Failed(
@@ -115,22 +142,8 @@ class Api:
         )
 
 
-def _refused(problem: Problem) -> Failed:
-    return Failed(
-        exit_for(problem.status),
-        f"{problem.status} {problem.title}: {problem.detail}",
-        problem.to_dict(),
-    )
-
-
-def _failure(status: int, content: bytes) -> Failed:
-    """A reply the generated client did not parse: its Problem if it is one."""
+def _phrase(status: int) -> str:
     try:
-        problem = Problem.from_dict(orjson.loads(content))
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        return _unexpected(status, content)
-    return _refused(problem)
-
-
-def _unexpected(status: int, content: bytes) -> Failed:
-    return Failed(exit_for(status), f"{status}: {content.decode(errors='replace')[:200]}")
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown Status"

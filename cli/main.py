@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
 import subprocess
 import sys
+from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,16 +55,17 @@ from cli.show import Out, count, now_ms
 from cli.times import duration, parse_duration_ms, parse_time_ms, when
 
 EXIT_CODES = (
-    "Exit codes: 0 ok · 1 not found, conflict or some batch items failed · 2 bad usage or "
-    "input the server refused as invalid · 3 server unreachable · 4 API key missing or "
-    "not allowed · 5 server overloaded or failing (retry later)."
+    "Exit codes: 0 ok · 1 not found, conflict, or some batch items failed or printed "
+    "messages not acked · 2 bad usage, or input the server refused as invalid · 3 server "
+    "unreachable · 4 API key missing or not allowed · 5 server overloaded or failing "
+    "(retry later) · 130 interrupted (Ctrl+C)."
 )
 MAX_BATCH = 1000  # items per request (api.md)
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # JSON per request, under the server's 5 MiB default
-MAX_POLL_MS = 30_000
+MIN_POLL_MS, MAX_POLL_MS = 100, 30_000  # a long poll's wait (the server's longest)
 STREAM_IN_FLIGHT = 100  # messages printed and not yet acked at once (the server's default)
 MAX_REDRIVE_ALL = 1_000_000  # dead letters one `dlq redrive --all` sends back
-_ITEM_PREFIX = re.compile(r"^messages\.\d+\.")  # the longest long poll the server takes
+_ITEM_PREFIX = re.compile(r"^messages\.\d+\.")
 
 app = typer.Typer(
     name="rocktimer",
@@ -118,11 +121,31 @@ def _ms(parse: Any, text: str | None, flag: str) -> int | None:
     return value
 
 
+def _path_name(value: str) -> str:
+    """A topic, group or message id as one segment of a URL path. An empty one, ``.``,
+    ``..`` or one with a ``/`` cannot be a segment: the request would reach another path
+    and come back a bare 404, so it is refused here as the usage error it is."""
+    if not value:
+        raise typer.BadParameter("must not be empty")
+    if value in (".", "..") or "/" in value:
+        raise typer.BadParameter(f"{value!r} cannot be one part of a URL path ('.', '..', '/')")
+    return value
+
+
+def _path_names(values: list[str] | None) -> list[str] | None:
+    return None if values is None else [_path_name(v) for v in values]
+
+
 Json = Annotated[bool, typer.Option("--json", help="One JSON document per line, for scripts.")]
-Topic = Annotated[str, typer.Argument(help="Topic name.", show_default=False)]
-Group = Annotated[str, typer.Argument(help="Consumer group name.", show_default=False)]
-MsgId = Annotated[str, typer.Argument(help="Message id.", show_default=False)]
-Delay = Annotated[str | None, typer.Option(help="Deliver after this long: 500ms, 5s, 10m, 2h, 1d.")]
+Topic = Annotated[str, typer.Argument(help="Topic name.", show_default=False, callback=_path_name)]
+Group = Annotated[
+    str, typer.Argument(help="Consumer group name.", show_default=False, callback=_path_name)
+]
+MsgId = Annotated[str, typer.Argument(help="Message id.", show_default=False, callback=_path_name)]
+Delay = Annotated[
+    str | None,
+    typer.Option(help="Deliver after this long, with a unit: 500ms, 5s, 10m, 2h, 1d."),
+]
 At = Annotated[
     str | None,
     typer.Option(help="Deliver at this time: epoch ms or ISO 8601 (no zone: local time)."),
@@ -205,6 +228,7 @@ def batch(
     """Schedule every message of a file, 1000 per request; each item succeeds or fails alone.
 
     JSON Lines: one send body per line ({"body": ..., "msg_id": ..., "delay_ms": ...}).
+
     CSV: a header row naming body, msg_id, tag, delay_ms, deliver_at_ms, delay_level,
     body_encoding, properties.NAME."""
     kind = file_format or batchfile.kind_of(str(file))
@@ -345,52 +369,88 @@ def tail(
     topic: Topic,
     group: Group,
     ack: Annotated[
-        bool, typer.Option(help="Ack what is printed (--no-ack: it comes back later).")
+        bool, typer.Option(help="Ack each message once printed (--no-ack: it comes back later).")
     ] = True,
     count: Annotated[int | None, typer.Option(min=1, help="Stop after this many messages.")] = None,
     wait: Annotated[
-        str, typer.Option(help="Long poll per request, on a server without streams (<= 30s).")
+        str, typer.Option(help="Long poll per request when polling, with a unit (100ms to 30s).")
     ] = "10s",
     invisible: Annotated[
-        str, typer.Option(help="How long a printed message stays hidden from the group.")
+        str,
+        typer.Option(help="How long a received message stays hidden from the group, with a unit."),
     ] = "30s",
     as_json: Json = False,
 ) -> None:
-    """Print messages of GROUP the moment they are visible, and ack them; until Ctrl+C or
-    --count. Streams them (server-sent events); polls a server that has no stream."""
-    wait_ms = min(_ms(parse_duration_ms, wait, "--wait") or 0, MAX_POLL_MS)
+    """Print GROUP's messages the moment they are visible, and ack each once printed.
+
+    Runs until Ctrl+C (exit 130) or --count messages. Streams them (server-sent events);
+    with --count, or from a server without streams, it long-polls for no more than the
+    messages still to print, so it never holds a message it does not print. A message
+    whose ack the server refuses (its --invisible ran out first: the group receives it
+    again) is named on stderr, and the exit code is 1."""
+    wait_ms = _ms(parse_duration_ms, wait, "--wait") or 0
+    if not MIN_POLL_MS <= wait_ms <= MAX_POLL_MS:  # a shorter one polls in a busy loop
+        raise typer.BadParameter("give 100ms to 30s", param_hint="--wait")
     invisible_ms = _ms(parse_duration_ms, invisible, "--invisible") or 0
     api, out, seen = _api(ctx), Out(as_json), 0
-    in_flight = min(count, MAX_BATCH) if count else STREAM_IN_FLIGHT
-    printed: list[str] = []  # receipts not acked yet
+    received: deque[dict[str, Any]] = deque()  # handed to us, not printed yet
+    printed: list[dict[str, Any]] = []  # printed, not acked yet
+    refused = 0  # printed messages whose ack the server refused
 
     def left() -> int:  # what one poll may take: no message is held and not printed
         return min(count - seen, MAX_BATCH) if count else STREAM_IN_FLIGHT
 
     def settle() -> None:
-        if ack and printed:
-            api.call(ack_messages.sync_detailed, topic, group, body=AckRequest(receipts=printed))
-            printed.clear()
+        nonlocal refused
+        if not (ack and printed):
+            return
+        request = AckRequest(receipts=[m["receipt"] for m in printed])
+        done = api.call(ack_messages.sync_detailed, topic, group, body=request)
+        for message, result in zip(printed, done.results, strict=True):
+            if result.status != "acked":
+                refused += 1
+                out.warn(_not_acked(topic, message, result.status))
+        printed.clear()
 
-    batches = _received(api, topic, group, invisible_ms, wait_ms, in_flight, left)
+    batches = _received(api, topic, group, invisible_ms, wait_ms, count is None, left)
+    interrupted = False
     try:
         for got in batches:
-            for message in got:
+            received.extend(got)
+            while received:
                 if as_json:
-                    out.json(message)
+                    out.json(received[0])
                 else:
-                    _print_message(out, message)
-            seen += len(got)
-            printed.extend(m["receipt"] for m in got)
-            if count is None or count - seen >= in_flight:  # each slot freed will be printed
-                settle()
+                    _print_message(out, received[0])
+                printed.append(received.popleft())
+                seen += 1
+            settle()  # each batch as soon as it is printed: its invisibility keeps running
             if count is not None and seen >= count:
                 break
     except KeyboardInterrupt:
-        out.warn(f"stopped after {seen} messages")
+        interrupted = True
     finally:
         batches.close()  # a stream ends here: the server stops sending to it
     settle()
+    if received:
+        out.warn(
+            f"{len(received)} received and not printed, so not acked: the group receives "
+            f"them again after --invisible {escape(invisible)}"
+        )
+    if interrupted:
+        out.warn(f"stopped after {seen} messages")
+        raise typer.Exit(Exit.INTERRUPTED)
+    if refused:
+        raise typer.Exit(Exit.REFUSED)
+
+
+def _not_acked(topic: str, message: dict[str, Any], status: str) -> str:
+    why = {
+        "expired": "its --invisible ran out before the ack; the group receives it again",
+        "unknown": "the server knows no such receipt (acked already, or the message is gone)",
+    }.get(status, status)
+    name = f"{topic}/{message['msg_id']}"
+    return f"not acked: {escape(name)} (attempt {message['attempt']}): {why}"
 
 
 def _received(
@@ -399,19 +459,23 @@ def _received(
     group: str,
     invisible_ms: int,
     wait_ms: int,
-    in_flight: int,
+    stream: bool,
     left: Callable[[], int],
 ) -> Generator[list[dict[str, Any]]]:
     """What GROUP receives, a batch at a time: from the group's stream (at most
-    ``in_flight`` unacked), or by long polls of ``left()`` on a server that has none."""
-    path = f"/v1/topics/{quote(topic, safe='')}/groups/{quote(group, safe='')}/stream"
-    params = {"invisible_ms": invisible_ms, "max_in_flight": in_flight}
-    try:
-        for message in api.events(path, params):
-            yield [message]
-        return
-    except NoStream:
-        pass
+    STREAM_IN_FLIGHT unacked) if ``stream`` and the server has one, else by long polls of
+    ``left()`` messages. A stream cannot be told to stop at a count: once an ack frees a
+    slot it may hand out one more, which a tail that stops would hold unprinted until it
+    came back; a poll takes no more than it is asked for."""
+    if stream:
+        path = f"/v1/topics/{quote(topic, safe='')}/groups/{quote(group, safe='')}/stream"
+        params = {"invisible_ms": invisible_ms, "max_in_flight": STREAM_IN_FLIGHT}
+        try:
+            for message in api.events(path, params):
+                yield [message]
+            return
+        except NoStream:
+            pass
     while True:
         request = ReceiveRequest(max_messages=left(), wait_ms=wait_ms, invisible_ms=invisible_ms)
         got = api.call(receive_messages.sync_detailed, topic, group, body=request).messages
@@ -615,7 +679,8 @@ def dlq_redrive(
     topic: Topic,
     group: Group,
     msg_ids: Annotated[
-        list[str] | None, typer.Argument(help="Dead letters to send back.", show_default=False)
+        list[str] | None,
+        typer.Argument(help="Dead letters to send back.", show_default=False, callback=_path_names),
     ] = None,
     redrive_all: Annotated[
         bool, typer.Option("--all", help="Every dead letter of the group from TOPIC.")
@@ -693,6 +758,19 @@ for _name, (_module, _help) in PIPELINE_JOBS.items():
     )(_pipeline_job(_module))
 
 
+def _one_line_paragraphs(text: str) -> str:
+    """A help text with each paragraph on one line. The docstrings wrap at the source's
+    width, and typer's rich help keeps those line breaks, so on a terminal of any other
+    width a paragraph broke mid-sentence; rich wraps one-line paragraphs to the terminal."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
+for _info in [*app.registered_commands, *dlq.registered_commands]:
+    if _info.help is None and _info.callback is not None and _info.callback.__doc__:
+        _info.help = _one_line_paragraphs(_info.callback.__doc__)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The console script: the command's exit code, every failure as one line on stderr."""
     command = typer.main.get_command(app)
@@ -710,7 +788,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{where}: {exc.format_message()}{hint}", file=sys.stderr)
         return exc.exit_code
     except typer.Abort:
-        return 130
+        return Exit.INTERRUPTED
     return result if isinstance(result, int) else Exit.OK
 
 

@@ -10,12 +10,16 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h|d)?\s*$")
 
 
 def parse_duration_ms(text: str) -> int:
-    """ "500ms", "5s", "10m", "2h", "1d", or a bare number of milliseconds."""
+    """ "500ms", "5s", "10m", "2h", "1d". The unit is required: a bare 5 reads as 5 ms to
+    one person and 5 s to the next, so it is refused rather than guessed."""
     found = _DURATION.match(text.lower())
     if not found:
         raise ValueError(f"{text!r} is not a duration (like 500ms, 5s, 10m, 2h, 1d)")
     number, unit = found.groups()
-    return round(float(number) * _UNITS_MS[unit or "ms"])
+    if unit is None:
+        units = "ms, s, m, h or d"
+        raise ValueError(f"{number} has no unit: write {number}ms, {number}s, ... ({units})")
+    return round(float(number) * _UNITS_MS[unit])
 
 
 def parse_time_ms(text: str) -> int:

@@ -16,6 +16,12 @@ import orjson
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 PROGRESS_EVERY_S = 2.0  # how often the progress line on stderr is redrawn
+# What pyproject.toml's `pipeline` extra brings (py4j comes with pyspark): not in the
+# `make run` venv, so a job run there is told how to get them.
+EXTRA_MODULES = frozenset({"pyspark", "py4j", "pandas", "matplotlib"})
+GET_EXTRA = (
+    "pip install -e '.[pipeline]' (make .venv/.test-stamp installs it too) and a Java 17 runtime"
+)
 
 
 class JobError(Exception):
@@ -143,6 +149,11 @@ def main(job: Callable[[list[str]], int], argv: list[str] | None = None) -> NoRe
     except JobError as exc:
         sys.stderr.write(f"error: {exc}\n")
         code = EXIT_USAGE
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in EXTRA_MODULES:
+            raise
+        sys.stderr.write(f"error: the Spark jobs need the pipeline extra ({exc}): {GET_EXTRA}\n")
+        code = EXIT_USAGE
     except Exception as exc:
         message = _spark_input_error(exc)
         if message is None:
@@ -154,7 +165,10 @@ def main(job: Callable[[list[str]], int], argv: list[str] | None = None) -> NoRe
 
 def _spark_input_error(exc: Exception) -> str | None:
     """Spark's own errors for a missing path or column, as one line; None for anything else."""
-    from pyspark.errors import AnalysisException
+    try:
+        from pyspark.errors import AnalysisException
+    except ImportError:  # no Spark: no Spark error either (the caller's own is raised)
+        return None
 
     if isinstance(exc, AnalysisException):
         return str(exc).strip().splitlines()[0]

@@ -311,14 +311,36 @@ def test_stream_figure_runs() -> None:
     rendered(rows)
 
 
+TREE = Path(__file__).resolve().parents[2]
+
+
 @pytest.mark.slow
 def test_ab_runs_both_modes() -> None:
-    tree = Path(__file__).resolve().parents[2]
-    for mode in ("batch", "single"):
-        a, b, ratios = ab.compare(
-            tree, tree, env_a={"ROCKTIMER_EVENTS": "false"}, env_b={}, mode=mode, rounds=2, size=2
-        )
-        assert len(ratios) == 2
-        assert a.sent > 0
-        assert b.sent > 0
-        assert a.cpu_s > 0
+    # Batches: a window is a number of batches, each stored whatever the machine's load.
+    a, b, ratios = ab.compare(
+        TREE, TREE, env_a={"ROCKTIMER_EVENTS": "false"}, env_b={}, mode="batch", rounds=2, size=2
+    )
+    assert len(ratios) == 2
+    assert (a.sent, b.sent, a.empty, b.empty) == (4_000, 4_000, 0, 0)
+    assert a.cpu_s > 0
+    assert ab.summary(a, b, ratios, 2, "msg/s")[-1].startswith("B ÷ A ")
+    # Single sends: a window is a span of time, which a busy machine may answer nothing in;
+    # such a round is left out on both sides, never divided by.
+    a, b, ratios = ab.compare(TREE, TREE, env_a={}, env_b={}, mode="single", rounds=2, size=20)
+    assert len(ratios) == len(a.rates) == len(b.rates) <= 2
+    assert all(rate > 0 for rate in [*ratios, *a.rates, *b.rates])
+    assert len(ratios) + max(a.empty, b.empty) <= 2 <= len(ratios) + a.empty + b.empty
+    assert ab.summary(a, b, ratios, 2, "req/s")[-1].startswith("B ÷ A")
+
+
+@pytest.mark.slow
+def test_ab_round_without_replies_gives_no_ratio() -> None:
+    """Zero-length windows get no reply on any machine: every round is left out, and the
+    summary says so instead of dividing by zero."""
+    a, b, ratios = ab.compare(TREE, TREE, env_a={}, env_b={}, mode="single", rounds=2, size=0)
+    assert (ratios, a.empty, b.empty, a.sent, b.sent) == ([], 2, 2, 0, 0)
+    assert ab.summary(a, b, ratios, 2, "req/s") == [
+        "A 0 req/s, server CPU 0.0 µs a message",
+        "B 0 req/s, server CPU 0.0 µs a message",
+        "B ÷ A: no round got replies on both sides (windows without a reply: A 2, B 2); no ratio",
+    ]

@@ -11,17 +11,21 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import typer
 
 from bench.process import START_TIMEOUT_S, free_port
 from cli.connection import Exit
-from cli.main import MAX_BATCH, main
+from cli.main import MAX_BATCH, PIPELINE_JOBS, app, main
 from tests.e2e.server import Server
 
 ROCKTIMER = Path(sys.executable).parent / "rocktimer"
@@ -183,7 +187,124 @@ def test_unreachable_server(capsys: pytest.CaptureFixture[str]) -> None:
 def test_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == Exit.OK
     out = " ".join(capsys.readouterr().out.split())
+    assert "2 bad usage, or input the server refused as invalid" in out
     assert "3 server unreachable" in out
+    assert "130 interrupted (Ctrl+C)" in out
+
+
+@pytest.mark.parametrize("group", [[], ["dlq"]])
+def test_help_lists_each_command_in_one_sentence(
+    group: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each command's line in the listing is its help's first paragraph, a whole sentence:
+    a paragraph that runs over lines in the source would break there mid-sentence."""
+    monkeypatch.setenv("COLUMNS", "400")  # wide enough that nothing wraps
+    assert main([*group, "--help"]) == Exit.OK
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, line in enumerate(lines) if "Commands" in line) + 1
+    rows = [line.strip("│ ") for line in lines[start:]]
+    rows = rows[: next(i for i, row in enumerate(rows) if row.startswith("╰"))]
+    assert len(rows) >= 2
+    for line, row in zip(lines[start:], rows, strict=False):
+        assert line[2] != " ", f"a command's help goes on over lines: {row!r}"
+        assert row.endswith("."), row
+
+
+def _command_paths() -> list[list[str]]:
+    """Every command of rocktimer by its words (``["dlq", "list"]``), but the Spark jobs,
+    whose --help is their own (python -m pipeline.<job> --help)."""
+    paths: list[list[str]] = []
+
+    def walk(command: Any, words: list[str]) -> None:
+        for name, sub in getattr(command, "commands", {}).items():
+            if name not in PIPELINE_JOBS:
+                paths.append([*words, name])
+                walk(sub, [*words, name])
+
+    walk(typer.main.get_command(app), [])
+    return paths
+
+
+@pytest.mark.parametrize("words", _command_paths(), ids=" ".join)
+def test_help_paragraphs_end_in_full_sentences(
+    words: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a terminal wider than the source, each paragraph of a command's help is one
+    line: rich wraps it to the terminal, never where the docstring happened to break."""
+    monkeypatch.setenv("COLUMNS", "400")
+    assert main([*words, "--help"]) == Exit.OK
+    lines = capsys.readouterr().out.splitlines()
+    prose = lines[next(i for i, line in enumerate(lines) if "Usage:" in line) + 1 :]
+    prose = prose[: next(i for i, line in enumerate(prose) if line.startswith("╭"))]
+    paragraphs = [line.strip() for line in prose if line.strip()]
+    assert paragraphs
+    for paragraph in paragraphs:
+        assert paragraph.endswith("."), f"{' '.join(words)} --help breaks: {paragraph!r}"
+
+
+class _NotRocktimer(BaseHTTPRequestHandler):
+    """Some other web server at the URL: an HTML error page for everything."""
+
+    def do_GET(self) -> None:
+        body = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
+        self.send_response(502)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: object) -> None:  # quiet
+        pass
+
+
+@pytest.fixture
+def not_rocktimer() -> Iterator[str]:
+    web = ThreadingHTTPServer(("127.0.0.1", 0), _NotRocktimer)
+    thread = threading.Thread(target=web.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{web.server_address[1]}"
+    web.shutdown()
+    web.server_close()
+
+
+def test_errors_are_one_line_in_words(
+    run: Run, server: Server, topic: str, not_rocktimer: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A refusal is one line: status, title and the detail naming the field; never a raw
+    reply. Bad input exits 2, and so does a --url or a name that cannot reach a resource
+    (an empty topic, '..', a '/'); an answer that is not the service's says so."""
+    wrong = Run(f"{server.url}/x", capsys)
+    _, err = wrong("topics", code=Exit.USAGE)
+    assert err == (
+        f"rocktimer: 404 Not Found: not a route of the server at {server.url}/x "
+        "(is --url its base URL?)\n"
+    )
+    (problem,) = wrong.json("topics", code=Exit.USAGE)  # --json: the problem document too
+    assert (problem["status"], problem["title"]) == (404, "Not Found")
+
+    for args, where in (
+        (["send", "", "hi"], "'topic': must not be empty"),
+        (["status", topic, ".."], "'msg_id': '..' cannot be one part of a URL path"),
+        (["cancel", topic, "a/b"], "'msg_id': 'a/b' cannot be one part of a URL path"),
+        (["tail", topic, "", "--count", "1"], "'group': must not be empty"),
+        (["dlq", "redrive", topic, "g", "."], "'msg_ids': '.' cannot be one part"),
+        (["send", topic, "x", "--delay", "5"], "--delay: 5 has no unit: write 5ms, 5s"),
+        (["tail", topic, "g", "--invisible", "30"], "--invisible: 30 has no unit"),
+        (["tail", topic, "g", "--count", "1", "--wait", "0s"], "--wait: give 100ms to 30s"),
+        (["tail", topic, "g", "--count", "1", "--wait", "31s"], "--wait: give 100ms to 30s"),
+    ):
+        _, err = run(*args, code=Exit.USAGE)
+        assert err.count("\n") == 1, err
+        assert where in err, err
+
+    _, err = run("reschedule", topic, "nope", "--delay", "1s", code=Exit.REFUSED)
+    assert err == f"rocktimer: 404 Not Found: no message 'nope' in topic '{topic}'\n"
+
+    other = Run(not_rocktimer, capsys)
+    _, err = other("topics", code=Exit.UNAVAILABLE)
+    assert err == (
+        f"rocktimer: 502 Bad Gateway: not a rocktimer reply (is --url {not_rocktimer} right?)\n"
+    )
 
 
 def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
@@ -273,6 +394,48 @@ def test_pipeline_jobs_get_the_arguments_and_the_url(
     )
     assert main(["audit", "--help"]) == 0
     assert capfd.readouterr().out.startswith("usage: python -m pipeline.audit")
+
+
+# sitecustomize for a Python without the pipeline extra, as in the `make run` venv.
+_NO_PIPELINE_EXTRA = """
+import sys
+from importlib.abc import MetaPathFinder
+
+
+class NoPipelineExtra(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in {"pyspark", "py4j", "pandas", "matplotlib"}:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, NoPipelineExtra())
+"""
+
+
+def test_pipeline_jobs_without_the_pipeline_extra(server: Server, tmp_path: Path) -> None:
+    """load / report / audit where PySpark is not installed: one line saying how to get
+    the pipeline extra, exit 2 (not a traceback chained to a second one)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_NO_PIPELINE_EXTRA)
+    rows, events = tmp_path / "rows.csv", tmp_path / "events"
+    rows.write_text("body\nx\n")
+    events.mkdir()
+    out = ["--out", str(tmp_path / "report")]
+    for job in (
+        ["load", "--input", str(rows), "--format", "csv", "--rejects", str(tmp_path / "rej")],
+        ["report", "--events", str(events), *out],
+        ["audit", "--events", str(events)],
+    ):
+        done = _script(job[0], *job[1:], PYTHONPATH=str(site), ROCKTIMER_URL=server.url)
+        assert (done.returncode, done.stderr) == (
+            Exit.USAGE,
+            "error: the Spark jobs need the pipeline extra (No module named 'pyspark'): "
+            "pip install -e '.[pipeline]' (make .venv/.test-stamp installs it too) and a "
+            "Java 17 runtime\n",
+        ), job
+    assert _script("report", "--help", PYTHONPATH=str(site)).returncode == Exit.OK
 
 
 def test_reschedule(run: Run, topic: str) -> None:

@@ -11,7 +11,7 @@ from cli.times import duration, parse_duration_ms, parse_time_ms, when
 
 @pytest.mark.parametrize(
     ("text", "ms"),
-    [("250", 250), ("500ms", 500), ("5s", 5_000), ("1.5s", 1_500), ("10m", 600_000),
+    [("250ms", 250), ("500ms", 500), ("5s", 5_000), ("1.5s", 1_500), ("10m", 600_000),
      ("10min", 600_000), ("2h", 7_200_000), ("1d", 86_400_000), (" 3 S ", 3_000)],
 )  # fmt: skip
 def test_durations(text: str, ms: int) -> None:
@@ -21,6 +21,13 @@ def test_durations(text: str, ms: int) -> None:
 @pytest.mark.parametrize("text", ["", "5 parsecs", "-1s", "s", "1e3"])
 def test_bad_durations(text: str) -> None:
     with pytest.raises(ValueError, match="not a duration"):
+        parse_duration_ms(text)
+
+
+@pytest.mark.parametrize("text", ["5", " 250 ", "1.5"])
+def test_a_duration_needs_its_unit(text: str) -> None:
+    """A bare number is 5 ms to one reader and 5 s to the next: refused, not guessed."""
+    with pytest.raises(ValueError, match=f"^{text.strip()} has no unit: write {text.strip()}ms"):
         parse_duration_ms(text)
 
 
