@@ -17,7 +17,7 @@ from pydantic import AfterValidator
 from app.config import Settings
 from app.schemas import MSG_ID_PATTERN, NAME_PATTERN, addressable
 from storage.errors import InvalidInput
-from storage.keys import INTERNAL_PREFIXES, RESERVED_PREFIXES
+from storage.keys import INTERNAL_PREFIXES, RESERVED_PREFIXES, is_internal
 from workers.runner import Engine
 
 
@@ -59,7 +59,7 @@ def writable_topic(topic: str) -> str:
 
 def readable_topic(topic: str) -> str:
     """A topic a group may read: any but the internal timer lanes (%DLQ% is readable)."""
-    if topic.startswith(INTERNAL_PREFIXES):
+    if is_internal(topic):
         raise _reserved(topic, f"names starting with {', '.join(INTERNAL_PREFIXES)} are internal")
     return topic
 

@@ -16,7 +16,6 @@ from storage.records import MessageRecord, decode_counts
 from storage.store import CF, RocksStore
 from workers.retry import decode_settings
 from workers.timers import message
-from workers.timers.kind import internal
 from workers.webhook import PushSettings
 
 LIST_SCAN_BUDGET = 10_000  # timer keys one page of scheduled messages may read: the
@@ -102,7 +101,7 @@ def scheduled(
     target = keys.topic_lane(topic)  # topic ‖ 0x00, as it follows the due time in a key
 
     def mine(key: bytes, value: bytes) -> bool:
-        return key.startswith(target, 8) and not internal(key)
+        return key.startswith(target, 8) and not keys.is_internal_timer(key)
 
     found, resume = store.scan_where(CF.TIMERS, start, b"\xff" * 9, limit, LIST_SCAN_BUDGET, mine)
     return [message.decode_value(value) for _, value in found], resume

@@ -63,7 +63,7 @@ async def get_stats(request: Request) -> Response:
     )
     for key, _ in found:
         timer = keys.decode_timer_key(key)
-        if not timer.target.startswith("%"):  # internal timers (retries, invisibility)
+        if not keys.is_internal(timer.target):  # retries, invisibility, schedules
             counts[max(0, timer.due_ms - now) // DUE_BUCKET_MS] += 1
     return json_response(
         {
