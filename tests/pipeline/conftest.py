@@ -28,25 +28,13 @@ def write_events(directory: Path, events: list[dict[str, Any]]) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pa.schema(
-        [
-            ("seq", pa.int64()),
-            ("event_time_ms", pa.int64()),
-            ("kind", pa.string()),
-            ("topic", pa.string()),
-            ("msg_id", pa.string()),
-            ("group", pa.string()),
-            ("attempt", pa.int32()),
-            ("deliver_at_ms", pa.int64()),
-            ("created_at_ms", pa.int64()),
-            ("tag", pa.string()),
-        ]
-    )
-    rows = [{name: e.get(name) for name in schema.names} for e in events]
+    from storage.event_table import SCHEMA
+
+    rows = [{name: e.get(name) for name in SCHEMA.names} for e in events]
     seqs = [e["seq"] for e in events]
     part = directory / "date=1970-01-01"
     part.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist(rows, schema=schema)
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
     pq.write_table(table, part / f"part-{min(seqs)}-{max(seqs)}.parquet", compression="zstd")
     (part / f".part-{max(seqs) + 1}-{max(seqs) + 9}.parquet").write_bytes(b"half written")
     return directory
