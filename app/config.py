@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app import defaults
 from workers.runner import EngineConfig
 from workers.webhook import DEFAULT_ALLOWED_HOSTS, allowed_hosts
 
@@ -31,8 +32,8 @@ class Role(enum.StrEnum):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ROCKTIMER_", frozen=True)
 
-    host: str = "127.0.0.1"
-    port: int = Field(8080, ge=0, le=65535)
+    host: str = defaults.HOST
+    port: int = Field(defaults.PORT, ge=0, le=65535)
     data_dir: str = "./data"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
@@ -58,7 +59,7 @@ class Settings(BaseSettings):
     # get 429 + Retry-After and /readyz says "lagging", until back under half of it.
     due_backlog_limit_ms: int = Field(ENGINE_DEFAULTS["due_backlog_limit_ms"], ge=1)
     # A stream with nothing to send says ": keep-alive" this often (proxies drop idle ones).
-    stream_keepalive_ms: int = Field(15_000, ge=10)
+    stream_keepalive_ms: int = Field(defaults.STREAM_KEEPALIVE_MS, ge=10)
     api_keys: dict[str, Role] = Field(default_factory=dict)
     # Hosts a group's push url may name, comma-separated ("*.example.com": its subdomains;
     # "*": any host). The service POSTs from inside the network: keep it to the receivers.

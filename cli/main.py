@@ -47,6 +47,9 @@ from rocktimer_client.models import (
 )
 from rocktimer_client.types import UNSET, Response, Unset
 
+from app.defaults import MAX_BATCH, PAGE_MAX
+from app.defaults import RECEIVE_WAIT_MS_MAX as MAX_POLL_MS
+from app.defaults import STREAM_MAX_IN_FLIGHT as STREAM_IN_FLIGHT
 from cli import batchfile
 from cli.connection import DEFAULT_URL, Api, Exit, Failed, NoStream
 from cli.show import Out, count, now_ms
@@ -57,10 +60,7 @@ EXIT_CODES = (
     "input the server refused as invalid · 3 server unreachable · 4 API key missing or "
     "not allowed · 5 server overloaded or failing (retry later)."
 )
-MAX_BATCH = 1000  # items per request (api.md)
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # JSON per request, under the server's 5 MiB default
-MAX_POLL_MS = 30_000
-STREAM_IN_FLIGHT = 100  # messages printed and not yet acked at once (the server's default)
 MAX_REDRIVE_ALL = 1_000_000  # dead letters one `dlq redrive --all` sends back
 _ITEM_PREFIX = re.compile(r"^messages\.\d+\.")  # the longest long poll the server takes
 
@@ -601,7 +601,7 @@ def _pages(
     items: list[dict[str, Any]] = []
     cursor: str | Unset = UNSET
     while len(items) < limit:
-        page = api.call(operation, *args, cursor=cursor, limit=min(limit - len(items), MAX_BATCH))
+        page = api.call(operation, *args, cursor=cursor, limit=min(limit - len(items), PAGE_MAX))
         items += [item.to_dict() for item in page.items]
         if isinstance(page.next_cursor, Unset) or not page.items:
             break

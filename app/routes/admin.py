@@ -7,11 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from app.defaults import PAGE_DEFAULT, PAGE_MAX
 from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, settings_of
 from app.openapi import BODY, V1, WRITE, json_body, replies
 from app.routes.common import (
-    PAGE_DEFAULT,
-    PAGE_MAX,
     bad_cursor,
     decode_cursor,
     encode_cursor,

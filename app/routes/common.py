@@ -66,10 +66,6 @@ def json_response(payload: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
 
 
-PAGE_DEFAULT = 100  # items per page when the client gives no limit
-PAGE_MAX = 1000
-
-
 def encode_cursor(position: bytes) -> str:
     """A page cursor: the position after the last item, opaque and URL-safe."""
     return base64.urlsafe_b64encode(position).rstrip(b"=").decode()

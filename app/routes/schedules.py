@@ -10,11 +10,10 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from app.config import Settings
+from app.defaults import PAGE_DEFAULT, PAGE_MAX
 from app.deps import ScheduleIdPath, TopicPath, engine_of, settings_of, writable_topic
 from app.openapi import BODY, V1, WRITE, json_body, replies
 from app.routes.common import (
-    PAGE_DEFAULT,
-    PAGE_MAX,
     decode_cursor,
     encode_cursor,
     json_response,

@@ -19,9 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
+from app.defaults import MAX_BATCH
 from bench.process import START_TIMEOUT_S, free_port
 from cli.connection import Exit
-from cli.main import MAX_BATCH, main
+from cli.main import main
 from tests.e2e.server import Server
 
 ROCKTIMER = Path(sys.executable).parent / "rocktimer"
