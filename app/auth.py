@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import hmac
 
-from starlette.responses import Response
 from starlette.types import Scope
 
 from app.config import Role
-from app.errors import problem
+from app.errors import Forbidden, Unauthorized
 
 # Calls any valid key may make: the console asks who it is and reads the overview.
 ANY_ROLE_PATHS = frozenset({"/v1/me", "/v1/stats"})
@@ -58,12 +57,12 @@ class ApiKeys:
                 granted = role
         return granted
 
-    def refusal(self, scope: Scope) -> Response | None:
-        """401 or 403 for a request its key does not allow; None lets it in (and puts the
-        key's role in the scope, for who_am_i)."""
+    def check(self, scope: Scope) -> None:
+        """Raise Unauthorized or Forbidden for a request its key does not allow; else let
+        it in, with the key's role in the scope (for who_am_i)."""
         role = required_role(scope["method"], scope["path"])
         if role is None:
-            return None
+            return
         token = ""
         for name, value in scope["headers"]:
             if name == b"authorization":
@@ -72,14 +71,13 @@ class ApiKeys:
                     token = rest.strip()
         granted = self._role_of(token) if token else None
         if granted is None:
-            detail = "unknown API key" if token else "send 'Authorization: Bearer <api key>'"
-            return problem(401, "Unauthorized", detail, headers={"WWW-Authenticate": "Bearer"})
+            raise Unauthorized(
+                "unknown API key" if token else "send 'Authorization: Bearer <api key>'"
+            )
         scope["rocktimer.role"] = granted.value
         allowed = role if isinstance(role, tuple) else (role,)
         if scope["path"] in ANY_ROLE_PATHS:
             allowed = tuple(Role)
         if granted not in allowed and granted is not Role.ADMIN:
             needed = " or ".join(repr(r.value) for r in allowed)
-            detail = f"this API key has role {granted.value!r}; {needed} is needed"
-            return problem(403, "Forbidden", detail)
-        return None
+            raise Forbidden(f"this API key has role {granted.value!r}; {needed} is needed")

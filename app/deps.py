@@ -13,9 +13,8 @@ from fastapi import Path, Request
 from pydantic import AfterValidator, TypeAdapter, ValidationError
 
 from app.config import Settings
-from app.errors import invalid
+from app.errors import InvalidInput, invalid
 from app.schemas import MSG_ID_PATTERN, NAME_PATTERN, addressable
-from storage.errors import InvalidInput
 from storage.keys import INTERNAL_PREFIXES, RESERVED_PREFIXES, is_internal
 from workers.runner import Engine
 

@@ -20,25 +20,20 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from app.errors import HeadersTooLarge, render
 
 MAX_HEADER_BYTES = 32 * 1024  # request line + headers, all of them (api.md, Edges)
 
 _DETAIL = f"request headers over {MAX_HEADER_BYTES} bytes in all"
-_BODY = orjson.dumps(
-    {
-        "type": "about:blank",
-        "title": "Request Header Fields Too Large",
-        "status": 431,
-        "detail": _DETAIL,
-    }
-)
+# Written straight to the socket (no ASGI cycle runs for it): the one table's reply, as bytes.
+_REPLY = render(HeadersTooLarge(_DETAIL))
 TOO_LARGE = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
-    b"content-type: application/problem+json\r\n"
-    b"content-length: " + str(len(_BODY)).encode() + b"\r\n"
-    b"connection: close\r\n\r\n" + _BODY
+    + b"".join(name + b": " + value + b"\r\n" for name, value in _REPLY.raw_headers)
+    + b"\r\n"
+    + bytes(_REPLY.body)
 )
 
 
@@ -76,10 +71,6 @@ class OneWrite:
         return getattr(self._transport, name)
 
 
-class HeadersTooLarge(Exception):
-    """Raised from a parser callback: httptools stops parsing (uvicorn's 400 path)."""
-
-
 class BoundedHeaders(HttpToolsProtocol):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -113,7 +104,9 @@ class BoundedHeaders(HttpToolsProtocol):
         self._in_head = False
         if self._read_in_head > MAX_HEADER_BYTES and self._head_size() > MAX_HEADER_BYTES:
             self._refused = True
-            raise HeadersTooLarge(_DETAIL)  # httptools stops: uvicorn's 400 path, above
+            raise HeadersTooLarge(
+                _DETAIL
+            )  # from a parser callback, httptools stops: uvicorn's 400 path, above
         super().on_headers_complete()
         self.cycle.transport = OneWrite(self.transport)  # type: ignore[assignment]
 

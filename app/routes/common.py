@@ -12,8 +12,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect
 
-from app.errors import invalid
-from storage.errors import InvalidInput, UnsupportedMediaType
+from app.errors import InvalidInput, UnsupportedMediaType, invalid
 from storage.records import BodyEncoding, MessageRecord
 from workers.consume import Received
 

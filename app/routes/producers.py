@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from app.config import Settings
 from app.deps import MsgIdPath, TopicPath, engine_of, writable_topic
-from app.errors import invalid, public_detail, status_of
+from app.errors import InvalidInput, PayloadTooLarge, invalid, public_detail, status_of
 from app.fastpath import fast_route
 from app.ids import new_msg_id, new_msg_ids
 from app.openapi import BODY, V1, WRITE, json_body, replies
@@ -27,7 +27,6 @@ from app.schemas import (
     SendMessage,
     SendResult,
 )
-from storage.errors import InvalidInput, PayloadTooLarge
 from storage.records import NO_PROPERTIES, BodyEncoding, IndexEntry, MessageRecord, MessageState
 from workers.messages import SendOutcome
 from workers.retry import DELAY_LEVELS_MS

@@ -12,6 +12,7 @@ from fastapi.responses import Response
 from app.config import Settings
 from app.defaults import PAGE_DEFAULT, PAGE_MAX
 from app.deps import ScheduleIdPath, TopicPath, engine_of, settings_of, writable_topic
+from app.errors import InvalidInput, PayloadTooLarge
 from app.openapi import BODY, V1, WRITE, json_body, replies
 from app.routes.common import (
     decode_cursor,
@@ -20,7 +21,6 @@ from app.routes.common import (
     parse,
 )
 from app.schemas import PutSchedule, SchedulePage, ScheduleView
-from storage.errors import InvalidInput, PayloadTooLarge
 from workers import cron, schedules
 from workers.timers.schedule import Schedule, next_after
 

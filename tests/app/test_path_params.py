@@ -13,8 +13,7 @@ import pytest
 
 import app.front
 from app.deps import path_param
-from app.errors import render
-from storage.errors import InvalidInput
+from app.errors import InvalidInput, render
 
 # As sent on the wire: dot segments a URL normaliser would drop, their percent-encoded
 # forms (decoded by the server before routing), too long for any id, and non-ASCII.
