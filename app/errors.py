@@ -183,13 +183,13 @@ def _summary(errors: list[dict[str, Any]]) -> str:
     return "; ".join(f"{e['field']}: {e['reason']}" for e in errors)
 
 
-def _flat_routes(routes: Sequence[Any]) -> list[BaseRoute]:
+def flat_routes(routes: Sequence[Any]) -> list[BaseRoute]:
     """The routes of the app and of every included router (FastAPI wraps those)."""
     out: list[BaseRoute] = []
     for route in routes:
         inner = getattr(route, "original_router", None)
         if inner is not None:
-            out += _flat_routes(inner.routes)
+            out += flat_routes(inner.routes)
         elif isinstance(route, BaseRoute):
             out.append(route)
     return out
@@ -199,7 +199,7 @@ def allowed_methods(app: FastAPI, request: Request) -> list[str]:
     """Every method some route serves at this path (RFC 9110: Allow lists them all);
     starlette names only the first route's, and GET and PUT of a group are two routes."""
     methods: set[str] = set()
-    for route in _flat_routes(app.router.routes):
+    for route in flat_routes(app.router.routes):
         if route.matches(request.scope)[0] is not Match.NONE:
             methods |= set(getattr(route, "methods", None) or ())
     if "GET" in methods:

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from app.auth import allow
 from app.config import Role
 from app.deps import engine_of, settings_of
 from app.openapi import V1, replies
@@ -39,6 +40,7 @@ async def console() -> FileResponse:
     summary="The caller's role (any valid API key; admin when the service is open)",
     responses=replies({200: Identity}, 401),
 )
+@allow(*Role)
 async def who_am_i(request: Request) -> Response:
     keys_by_token = settings_of(request).api_keys
     if not keys_by_token:
@@ -52,6 +54,7 @@ async def who_am_i(request: Request) -> Response:
     summary="Overview for the console: pending, delivered, lateness, due in the next hour",
     responses=replies({200: Stats}, *V1),
 )
+@allow(*Role)
 async def get_stats(request: Request) -> Response:
     engine = engine_of(request)
     lateness = engine.lateness_ms

@@ -9,7 +9,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from app.config import Settings
+from app.auth import allow
+from app.config import Role, Settings
 from app.defaults import PAGE_DEFAULT, PAGE_MAX
 from app.deps import ScheduleIdPath, TopicPath, engine_of, settings_of, writable_topic
 from app.errors import InvalidInput, PayloadTooLarge
@@ -104,6 +105,7 @@ async def put_schedule(topic: TopicPath, schedule_id: ScheduleIdPath, request: R
     summary="A recurring schedule, with its next and last fire",
     responses=replies({200: ScheduleView}, *V1, 404),
 )
+@allow(Role.PRODUCER, Role.CONSUMER)
 async def get_schedule(topic: TopicPath, schedule_id: ScheduleIdPath, request: Request) -> Response:
     found = schedules.get(engine_of(request).store, topic, schedule_id)
     return json_response(found.view(topic, schedule_id))
@@ -115,6 +117,7 @@ async def get_schedule(topic: TopicPath, schedule_id: ScheduleIdPath, request: R
     summary="The topic's recurring schedules, by id",
     responses=replies({200: SchedulePage}, *V1),
 )
+@allow(Role.PRODUCER, Role.CONSUMER)
 async def list_schedules(
     topic: TopicPath,
     request: Request,
