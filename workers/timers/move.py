@@ -8,6 +8,7 @@ from operator import itemgetter
 
 from storage import keys
 from storage.store import CF
+from workers import consume
 from workers.timers import invisible, message, retry, schedule
 from workers.timers.kind import FireRun, Span
 from workers.txn import Txn
@@ -21,8 +22,8 @@ _PERCENT = keys.INTERNAL_MARK.to_bytes(1, "big")
 
 # Internal timers by target prefix; every other target is a topic: a scheduled message.
 KINDS: dict[bytes, FireRun] = {
-    invisible.PREFIX.encode(): invisible.fire_run,
-    retry.PREFIX.encode(): retry.fire_run,
+    invisible.PREFIX.encode(): consume.end_invisibility_run,
+    retry.PREFIX.encode(): consume.end_retry_wait_run,
     schedule.PREFIX.encode(): schedule.fire_run,
 }
 
