@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from app.config import Settings
 from app.deps import writable_topic
 from app.errors import InvalidInput, PayloadTooLarge, invalid
-from app.routes.producers import to_record
+from app.intake import to_record
 from app.schemas import NAME_PATTERN, SendMessage
 
 SCHEDULE_FIELDS = ("deliver_at_ms", "delay_ms", "delay_level")

@@ -16,10 +16,10 @@ from app.routes.common import (
     decode_cursor,
     encode_cursor,
     json_response,
-    message_fields,
     parse,
 )
 from app.schemas import DeadLetterDetail, DeadLetterPage, RedriveResult
+from app.wire import message_fields
 from storage import keys
 from storage.errors import MessageNotFound
 from workers.retry import GroupSettings

@@ -23,7 +23,7 @@ from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic,
 from app.fastpath import fast_route
 from app.limits import HEAD_KEY
 from app.openapi import BODY, REF, V1, WRITE, json_body, replies
-from app.routes.common import json_response, parse, received_item
+from app.routes.common import json_response, parse
 from app.schemas import (
     AckRequest,
     AckResult,
@@ -36,6 +36,7 @@ from app.schemas import (
     ReceiveRequest,
     ReceiveResult,
 )
+from app.wire import received_item
 from workers.consume import Received
 from workers.retry import GroupSettings
 from workers.runner import Engine
