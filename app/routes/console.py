@@ -15,8 +15,7 @@ from app.deps import engine_of, settings_of
 from app.openapi import V1, replies
 from app.routes.common import json_response
 from app.schemas import Identity, Stats
-from storage import keys
-from storage.store import CF
+from workers import browse
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui" / "static"
 DUE_BUCKET_MS = 60_000  # the overview's histogram: one bar per minute ...
@@ -60,14 +59,9 @@ async def get_stats(request: Request) -> Response:
     lateness = engine.lateness_ms
     delivered = lateness.count  # every delivery is observed once: the count is the total
     now = engine.clock.now_ms()
-    counts = [0] * (DUE_HORIZON_MS // DUE_BUCKET_MS)
-    found = engine.store.scan(
-        CF.TIMERS, keys.due_bound(now), keys.due_bound(now + DUE_HORIZON_MS), DUE_SCAN_MAX
+    ahead = browse.due_ahead(
+        engine.store, now, DUE_BUCKET_MS, DUE_HORIZON_MS // DUE_BUCKET_MS, DUE_SCAN_MAX
     )
-    for key, _ in found:
-        timer = keys.decode_timer_key(key)
-        if not keys.is_internal(timer.target):  # retries, invisibility, schedules
-            counts[max(0, timer.due_ms - now) // DUE_BUCKET_MS] += 1
     return json_response(
         {
             "now_ms": now,
@@ -82,8 +76,8 @@ async def get_stats(request: Request) -> Response:
             },
             "due_ahead": {
                 "bucket_ms": DUE_BUCKET_MS,
-                "counts": counts,
-                "capped": len(found) >= DUE_SCAN_MAX,
+                "counts": ahead.counts,
+                "capped": ahead.capped,
             },
         }
     )
