@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +47,6 @@ class Run:
 @pytest.fixture
 def run(server: Server, capsys: pytest.CaptureFixture[str]) -> Run:
     return Run(server.url, capsys)
-
-
-@pytest.fixture
-def topic() -> str:
-    return f"t-{uuid.uuid4().hex[:12]}"
 
 
 def test_send_status_cancel(run: Run, topic: str) -> None:

@@ -6,7 +6,6 @@ into Problem): a declaration that does not match what the server sends fails her
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
@@ -78,11 +77,6 @@ WAIT_MS = 5_000  # long poll per receive: returns as soon as a message is there
 def client(server: Server) -> Iterator[Client]:
     with Client(base_url=server.url, timeout=None, raise_on_unexpected_status=True) as c:
         yield c
-
-
-@pytest.fixture
-def topic() -> str:
-    return f"t-{uuid.uuid4().hex[:12]}"
 
 
 def ok(reply: Response[Any], status: int, model: type[T]) -> T:

@@ -4,7 +4,6 @@ event-log segments written by hand in the schema of pipeline.md §1."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,20 +97,7 @@ def clean_log() -> Events:
     return e
 
 
-@pytest.fixture(scope="session")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A real rocktimer server for the bulk loads (one per test session)."""
-    srv = Server(tmp_path_factory.mktemp("pipeline") / "data")
-    try:
-        srv.start()
-    except RuntimeError:
-        srv.kill()  # it may be up but slow: never leave it running
-        raise
-    yield srv
-    if srv.proc is not None:
-        srv.terminate()
-
-
 @pytest.fixture
-def topic() -> str:
-    return f"t-{uuid.uuid4().hex[:12]}"
+def service(server: Server) -> Server:
+    """The shared server (tests/conftest.py), as the bulk loads name it."""
+    return server
