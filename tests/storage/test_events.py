@@ -45,6 +45,7 @@ items = st.tuples(
 )
 
 
+@pytest.mark.slow  # ~4 s: every example decodes its batches through pyarrow
 @settings(deadline=None)  # the first example pays numpy's and pyarrow's warm-up
 @given(
     st.lists(st.lists(items, min_size=1, max_size=12), min_size=1, max_size=4),
