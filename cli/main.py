@@ -47,9 +47,7 @@ from rocktimer_client.models import (
 )
 from rocktimer_client.types import UNSET, Response, Unset
 
-from app.defaults import MAX_BATCH, PAGE_MAX
-from app.defaults import RECEIVE_WAIT_MS_MAX as MAX_POLL_MS
-from app.defaults import STREAM_MAX_IN_FLIGHT as STREAM_IN_FLIGHT
+from app.defaults import MAX_BATCH, PAGE_MAX, RECEIVE_WAIT_MS_MAX, STREAM_MAX_IN_FLIGHT
 from cli import batchfile
 from cli.connection import DEFAULT_URL, Api, Exit, Failed, NoStream
 from cli.show import Out, count, now_ms
@@ -358,14 +356,14 @@ def tail(
 ) -> None:
     """Print messages of GROUP the moment they are visible, and ack them; until Ctrl+C or
     --count. Streams them (server-sent events); polls a server that has no stream."""
-    wait_ms = min(_ms(parse_duration_ms, wait, "--wait") or 0, MAX_POLL_MS)
+    wait_ms = min(_ms(parse_duration_ms, wait, "--wait") or 0, RECEIVE_WAIT_MS_MAX)
     invisible_ms = _ms(parse_duration_ms, invisible, "--invisible") or 0
     api, out, seen = _api(ctx), Out(as_json), 0
-    in_flight = min(count, MAX_BATCH) if count else STREAM_IN_FLIGHT
+    in_flight = min(count, MAX_BATCH) if count else STREAM_MAX_IN_FLIGHT
     printed: list[str] = []  # receipts not acked yet
 
     def left() -> int:  # what one poll may take: no message is held and not printed
-        return min(count - seen, MAX_BATCH) if count else STREAM_IN_FLIGHT
+        return min(count - seen, MAX_BATCH) if count else STREAM_MAX_IN_FLIGHT
 
     def settle() -> None:
         if ack and printed:
