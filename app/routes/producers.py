@@ -9,6 +9,7 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from app.config import Settings
+from app.defaults import MAX_BATCH
 from app.deps import MsgIdPath, TopicPath, engine_of, writable_topic
 from app.errors import InvalidInput, PayloadTooLarge, invalid, public_detail, status_of
 from app.fastpath import fast_route
@@ -92,7 +93,7 @@ async def send_message(
     "POST",
     "/batch",
     operation_id="send_messages",
-    summary="Schedule up to 1000 messages, each on its own",
+    summary=f"Schedule up to {MAX_BATCH} messages, each on its own",
     openapi_extra=json_body(SendBatch),
     responses=replies({200: BatchResult}, *V1, *BODY, *WRITE),
 )
