@@ -67,3 +67,17 @@ def test_a_schedule_id_is_refused_by_the_same_rule_on_either_path(
         path_param("schedule_id", decoded)
     assert status == render(refused.value).status_code == 422
     assert body["errors"] == refused.value.errors
+
+
+def test_what_passed_is_remembered_within_a_bound() -> None:
+    """A hot route's repeated topic skips the validator; unique ids never grow the memo
+    past its bound, and a refused id is never remembered."""
+    from app import deps
+
+    for i in range(deps.PASSED_MAX + 10):
+        assert path_param("msg_id", f"m-{i}") == f"m-{i}"
+    assert len(deps._PASSED["msg_id"]) <= deps.PASSED_MAX
+    for _ in range(2):
+        with pytest.raises(InvalidInput):
+            path_param("msg_id", "..")
+    assert ".." not in deps._PASSED["msg_id"]
