@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app import defaults
 from app.http import HEAD_TIMEOUT_MS
 from workers.runner import EngineConfig
 from workers.webhook import DEFAULT_ALLOWED_HOSTS, allowed_hosts
@@ -37,8 +38,8 @@ class Role(enum.StrEnum):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ROCKTIMER_", frozen=True)
 
-    host: str = "127.0.0.1"
-    port: int = Field(8080, ge=0, le=65535)
+    host: str = defaults.HOST
+    port: int = Field(defaults.PORT, ge=0, le=65535)
     data_dir: str = "./data"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
@@ -67,7 +68,7 @@ class Settings(BaseSettings):
     # connection: after it was made) end the connection (app/http.py).
     header_timeout_ms: int = Field(HEAD_TIMEOUT_MS, ge=100, le=300_000)
     # A stream with nothing to send says ": keep-alive" this often (proxies drop idle ones).
-    stream_keepalive_ms: int = Field(15_000, ge=10, le=DAY_MS)
+    stream_keepalive_ms: int = Field(defaults.STREAM_KEEPALIVE_MS, ge=10, le=DAY_MS)
     api_keys: dict[str, Role] = Field(default_factory=dict)
     # Without API keys, the names (Host) the service answers to besides IP addresses,
     # localhost and ``host``, comma-separated: a guard against DNS rebinding (app/origin.py).

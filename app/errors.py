@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import orjson
@@ -17,17 +18,11 @@ from starlette.routing import BaseRoute, Match
 from storage.errors import (
     CorruptRecordError,
     DiskFullError,
-    Forbidden,
-    InvalidInput,
-    MalformedJson,
     MessageConflict,
     MessageNotFound,
     Overloaded,
-    PayloadTooLarge,
     RocktimerError,
     StorageError,
-    Unauthorized,
-    UnsupportedMediaType,
     WriterStopped,
 )
 
@@ -38,28 +33,91 @@ UNEXPECTED = "an unexpected error occurred"
 UNAVAILABLE = "the store cannot serve this at the moment; retry later"
 
 
+# --- errors only a request makes: the tree's HTTP branch --------------------------------
+
+
+class InvalidInput(RocktimerError):
+    """The request is well-formed HTTP but a field is wrong (422)."""
+
+    def __init__(self, detail: str, errors: list[dict[str, Any]]) -> None:
+        super().__init__(detail)
+        self.errors = errors
+
+
+class MalformedJson(InvalidInput):
+    """The body is not JSON at all (400)."""
+
+
+class UnsupportedMediaType(RocktimerError):
+    """A body that says it is not JSON (415)."""
+
+
+class PayloadTooLarge(RocktimerError):
+    """A body or a whole request over its configured limit (413)."""
+
+
+class DeclaredTooLarge(PayloadTooLarge):
+    """A request whose Content-Length is over the limit: refused before its body is read,
+    so the connection is closed rather than left to drain it (413)."""
+
+
+class HeadersTooLarge(RocktimerError):
+    """The request line and headers over their bound in all (431; app/http.py)."""
+
+
+class HeadTimeout(RocktimerError):
+    """The request line and headers not complete in time (408; app/http.py)."""
+
+
+class Unauthorized(RocktimerError):
+    """No API key, or one we do not know (401)."""
+
+
+class Forbidden(RocktimerError):
+    """A known API key whose role may not call this (403)."""
+
+
+class Misdirected(RocktimerError):
+    """Without API keys, a Host that is not a name of this service (421; app/origin.py)."""
+
+
+class NotReady(RocktimerError):
+    """The store or a worker is not running: /readyz says so (503)."""
+
+
 class Reply(NamedTuple):
     status: int
     title: str
     detail: str | None  # what the client reads; None: the error's own message (ours to show)
+    headers: Mapping[str, str] = MappingProxyType({})
+    logged: bool = True  # a 5xx is logged, unless it is an expected answer (readiness)
 
 
-# Each class of the tree (storage/errors.py) → its reply. An error gets the entry of the
-# most specific class in its MRO, so a subclass never depends on where it is listed.
+RETRY_SOON = MappingProxyType({"Retry-After": "1"})
+CLOSE = MappingProxyType({"Connection": "close"})
+
+# Each class of the tree (storage/errors.py, and the HTTP branch above) → its reply. An
+# error gets the entry of the most specific class in its MRO, so a subclass never depends
+# on where it is listed.
 REPLIES: dict[type[Exception], Reply] = {
     RocktimerError: Reply(500, "Internal Server Error", UNEXPECTED),
     InvalidInput: Reply(422, "Unprocessable Content", None),
     MalformedJson: Reply(400, "Bad Request", None),
-    Unauthorized: Reply(401, "Unauthorized", None),
+    Unauthorized: Reply(401, "Unauthorized", None, {"WWW-Authenticate": "Bearer"}),
     Forbidden: Reply(403, "Forbidden", None),
     MessageNotFound: Reply(404, "Not Found", None),
     MessageConflict: Reply(409, "Conflict", None),
     PayloadTooLarge: Reply(413, "Payload Too Large", None),
+    DeclaredTooLarge: Reply(413, "Payload Too Large", None, CLOSE),
     UnsupportedMediaType: Reply(415, "Unsupported Media Type", None),
+    Misdirected: Reply(421, "Misdirected Request", None),
     Overloaded: Reply(429, "Too Many Requests", None),
-    WriterStopped: Reply(503, "Service Unavailable", None),
-    StorageError: Reply(503, "Service Unavailable", UNAVAILABLE),
-    DiskFullError: Reply(503, "Service Unavailable", None),
+    HeadersTooLarge: Reply(431, "Request Header Fields Too Large", None, CLOSE),
+    HeadTimeout: Reply(408, "Request Timeout", None, CLOSE),
+    WriterStopped: Reply(503, "Service Unavailable", None, RETRY_SOON),
+    StorageError: Reply(503, "Service Unavailable", UNAVAILABLE, RETRY_SOON),
+    DiskFullError: Reply(503, "Service Unavailable", None, RETRY_SOON),
+    NotReady: Reply(503, "Service Unavailable", None, logged=False),
     CorruptRecordError: Reply(500, "Internal Server Error", UNEXPECTED),
 }
 _UNKNOWN = Reply(500, "Internal Server Error", UNEXPECTED)
@@ -135,13 +193,13 @@ def _summary(errors: list[dict[str, Any]]) -> str:
     return "; ".join(f"{e['field']}: {e['reason']}" for e in errors)
 
 
-def _flat_routes(routes: Sequence[Any]) -> list[BaseRoute]:
+def flat_routes(routes: Sequence[Any]) -> list[BaseRoute]:
     """The routes of the app and of every included router (FastAPI wraps those)."""
     out: list[BaseRoute] = []
     for route in routes:
         inner = getattr(route, "original_router", None)
         if inner is not None:
-            out += _flat_routes(inner.routes)
+            out += flat_routes(inner.routes)
         elif isinstance(route, BaseRoute):
             out.append(route)
     return out
@@ -151,7 +209,7 @@ def allowed_methods(app: FastAPI, request: Request) -> list[str]:
     """Every method some route serves at this path (RFC 9110: Allow lists them all);
     starlette names only the first route's, and GET and PUT of a group are two routes."""
     methods: set[str] = set()
-    for route in _flat_routes(app.router.routes):
+    for route in flat_routes(app.router.routes):
         if route.matches(request.scope)[0] is not Match.NONE:
             methods |= set(getattr(route, "methods", None) or ())
     if "GET" in methods:
@@ -166,20 +224,18 @@ def render(exc: Exception) -> Response:
         log.error("unhandled error", exc_info=exc)
         return problem(500, _UNKNOWN.title, UNEXPECTED)
     found = reply_of(exc)
-    if found.status >= 500:
+    if found.status >= 500 and found.logged:
         log.log(
             logging.WARNING if found.status == 503 else logging.ERROR,
             "%s: %s",
             type(exc).__name__,
             exc,
         )
-    headers = None
+    headers = dict(found.headers)
     if isinstance(exc, Overloaded):
-        headers = {"Retry-After": str(exc.retry_after_s)}
-    elif found.status == 503:
-        headers = {"Retry-After": "1"}
+        headers["Retry-After"] = str(exc.retry_after_s)
     errors = exc.errors if isinstance(exc, InvalidInput) else None
-    return problem(found.status, found.title, public_detail(exc), errors, headers)
+    return problem(found.status, found.title, public_detail(exc), errors, headers or None)
 
 
 def install(app: FastAPI) -> None:

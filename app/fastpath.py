@@ -24,9 +24,8 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope
 
 from app.access import ROUTE_KEY
-from app.deps import PATH_PARAMS, engine_of, settings_of
+from app.deps import PATH_PARAMS, engine_of, path_param, settings_of
 from app.errors import render
-from storage.errors import InvalidInput
 
 Call = Callable[..., Awaitable[Response]]
 """``call(engine, settings, request, **path_params)`` -> the response."""
@@ -60,7 +59,7 @@ def fast_route(router: APIRouter, method: str, path: str, **route: Any) -> Calla
             "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request
         )
         path_params = [
-            inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=PATH_PARAMS[n].type)
+            inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=PATH_PARAMS[n])
             for n in names
         ]
         endpoint.__signature__ = inspect.Signature([request_param, *path_params])  # type: ignore[attr-defined]
@@ -73,16 +72,6 @@ def fast_route(router: APIRouter, method: str, path: str, **route: Any) -> Calla
         return call
 
     return register
-
-
-def _param(name: str, value: str) -> str:
-    pattern = PATH_PARAMS[name].pattern
-    if not pattern.fullmatch(value):
-        reason = f"String should match pattern '{pattern.pattern}'"
-        raise InvalidInput(
-            f"{name}: {reason}", [{"loc": ["path", name], "field": name, "reason": reason}]
-        )
-    return value
 
 
 def match(method: str, path: str) -> tuple[FastRoute, dict[str, str]] | None:
@@ -107,7 +96,7 @@ async def answer(route: FastRoute, raw: dict[str, str], scope: Scope, receive: R
     scope[ROUTE_KEY] = route.template  # the access log's label
     state = scope["app"].state
     try:
-        params = {name: _param(name, value) for name, value in raw.items()}
+        params = {name: path_param(name, value) for name, value in raw.items()}
         return await route.call(state.engine, state.settings, Request(scope, receive), **params)
     except Exception as exc:  # the same rendering as FastAPI's handler: never a bare 500
         return render(exc)

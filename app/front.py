@@ -18,9 +18,11 @@ from starlette.types import Message, Receive, Scope, Send
 
 from app.access import AccessLog
 from app.auth import ApiKeys
+from app.errors import render
 from app.fastpath import answer, match
 from app.limits import BodyLimit
 from app.origin import BrowserGuard
+from storage.errors import RocktimerError
 
 
 class Service(FastAPI):
@@ -38,9 +40,15 @@ class Service(FastAPI):
         started = time.perf_counter()
         status = 500  # if it fails before it answers
         try:
-            gate = self.keys or self.guard
-            response = gate.refusal(scope) if gate else None
-            response = response or self.limit.refusal(scope)
+            response = None
+            try:
+                if self.keys:
+                    self.keys.check(scope)
+                elif self.guard:
+                    self.guard.check(scope)
+                self.limit.check(scope)
+            except RocktimerError as refused:
+                response = render(refused)
             if response is None and (found := match(scope["method"], scope["path"])):
                 scope["app"] = self
                 response = await answer(*found, scope, self.limit.counted(receive))

@@ -27,29 +27,33 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from app.errors import HeadersTooLarge, HeadTimeout, render, status_of
+from storage.errors import RocktimerError
 
 MAX_HEADER_BYTES = 32 * 1024  # request line + headers, all of them (api.md, Edges)
 HEAD_TIMEOUT_MS = 10_000  # ROCKTIMER_HEADER_TIMEOUT_MS's default
 
 
-def _closing_reply(status: int, title: str, detail: str) -> bytes:
-    """A problem+json reply, whole, that closes the connection."""
-    body = orjson.dumps({"type": "about:blank", "title": title, "status": status, "detail": detail})
+def raw_reply(error: RocktimerError) -> bytes:
+    """The one table's reply to ``error``, whole, as the bytes written straight to the
+    socket: no ASGI cycle runs for a request whose head never completed."""
+    reply = render(error)
     return (
-        f"HTTP/1.1 {status} {title}\r\ncontent-type: application/problem+json\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
-    ).encode() + body
+        f"HTTP/1.1 {reply.status_code} {status_of(error)[1]}\r\n".encode()
+        + b"".join(name + b": " + value + b"\r\n" for name, value in reply.raw_headers)
+        + b"\r\n"
+        + bytes(reply.body)
+    )
 
 
 _DETAIL = f"request headers over {MAX_HEADER_BYTES} bytes in all"
-TOO_LARGE = _closing_reply(431, "Request Header Fields Too Large", _DETAIL)
+TOO_LARGE = raw_reply(HeadersTooLarge(_DETAIL))
 
 
 def _too_late(timeout_ms: int) -> bytes:
-    detail = f"request line and headers not complete within {timeout_ms} ms"
-    return _closing_reply(408, "Request Timeout", detail)
+    return raw_reply(HeadTimeout(f"request line and headers not complete within {timeout_ms} ms"))
 
 
 class OneWrite:
@@ -84,10 +88,6 @@ class OneWrite:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
-
-
-class HeadersTooLarge(Exception):
-    """Raised from a parser callback: httptools stops parsing (uvicorn's 400 path)."""
 
 
 class BoundedHeaders(HttpToolsProtocol):
@@ -167,7 +167,8 @@ class BoundedHeaders(HttpToolsProtocol):
         self._head_since = None
         if self._read_in_head > MAX_HEADER_BYTES and self._head_size() > MAX_HEADER_BYTES:
             self._refused = True
-            raise HeadersTooLarge(_DETAIL)  # httptools stops: uvicorn's 400 path, above
+            # From a parser callback, httptools stops: uvicorn's 400 path, above.
+            raise HeadersTooLarge(_DETAIL)
         super().on_headers_complete()
         self.cycle.transport = OneWrite(self.transport)  # type: ignore[assignment]
 

@@ -7,19 +7,17 @@ an oversize request is refused before it is buffered in memory.
 
 from __future__ import annotations
 
-from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import problem
-from storage.errors import PayloadTooLarge
+from app.errors import DeclaredTooLarge, PayloadTooLarge
 
 
 class BodyLimit:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
 
-    def refusal(self, scope: Scope) -> Response | None:
-        """413 for a request whose declared Content-Length is over the limit."""
+    def check(self, scope: Scope) -> None:
+        """Raise DeclaredTooLarge (413) for a request whose Content-Length is over the limit."""
         for name, value in scope["headers"]:
             if name == b"content-length":
                 try:
@@ -27,13 +25,9 @@ class BodyLimit:
                 except ValueError:
                     declared = 0
                 if declared > self.max_bytes:
-                    detail = (
+                    raise DeclaredTooLarge(
                         f"request body of {declared} bytes is over the {self.max_bytes} byte limit"
                     )
-                    return problem(
-                        413, "Payload Too Large", detail, headers={"Connection": "close"}
-                    )
-        return None
 
     def counted(self, receive: Receive) -> Receive:
         """``receive`` that raises PayloadTooLarge once the body passes the limit (a

@@ -81,7 +81,7 @@ def create_app(
     app.add_middleware(HeadAsGet)
     # The front door's gates (app/front.py): every request passes them first.
     app.access = AccessLog(request_times, settings.access_log)
-    app.keys = ApiKeys(settings.api_keys) if settings.api_keys else None
+    app.keys = ApiKeys(settings.api_keys, app.router.routes) if settings.api_keys else None
     names = served_names(settings.host, settings.served_hosts)
     app.guard = None if settings.api_keys else BrowserGuard(names)
     app.limit = BodyLimit(settings.max_request_bytes)

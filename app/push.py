@@ -33,7 +33,7 @@ from functools import partial
 import orjson
 
 from app.pushclient import Pool
-from app.routes.common import received_item
+from app.wire import received_item
 from storage.errors import Overloaded, RocktimerError, StoreClosedError, WriterStopped
 from workers.clock import timeout_s
 from workers.consume import Received

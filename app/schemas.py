@@ -11,13 +11,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from workers.retry import DELAY_LEVELS_MS, MAX_RETRY_DELAY_MS, GroupSettings
-from workers.webhook import PushSettings
+from app.defaults import (
+    INVISIBLE_MS,
+    INVISIBLE_MS_MAX,
+    INVISIBLE_MS_MIN,
+    MAX_BATCH,
+    RECEIVE_WAIT_MS_MAX,
+)
+from workers.retry import DELAY_LEVELS_MS, GroupSettings
+from workers.webhook import MAX_RETRY_DELAY_MS, PushSettings
 
 NAME_PATTERN = r"^[%|a-zA-Z0-9_-]{1,127}$"
 MSG_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 U63 = 2**63 - 1  # times and durations fit a signed 64-bit int in every client language
-MAX_BATCH = 1000
 
 UNADDRESSABLE_IDS = frozenset({".", ".."})  # match the pattern, but a URL path drops them
 
@@ -181,13 +187,10 @@ class CancelResult(_Reply):
     cancelled_at_ms: int
 
 
-INVISIBLE_MS_MIN, INVISIBLE_MS_MAX = 1_000, 43_200_000  # how long a receive holds (1 s..12 h)
-
-
 class ReceiveRequest(_Strict):
     max_messages: Annotated[int, Field(ge=1, le=MAX_BATCH)] = 16
-    wait_ms: Annotated[int, Field(ge=0, le=30_000)] = 0
-    invisible_ms: Annotated[int, Field(ge=INVISIBLE_MS_MIN, le=INVISIBLE_MS_MAX)] = 30_000
+    wait_ms: Annotated[int, Field(ge=0, le=RECEIVE_WAIT_MS_MAX)] = 0
+    invisible_ms: Annotated[int, Field(ge=INVISIBLE_MS_MIN, le=INVISIBLE_MS_MAX)] = INVISIBLE_MS
 
 
 class ReceivedMessage(_Reply):

@@ -17,22 +17,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from storage.event_table import SCHEMA
+
 SEGMENT_EVENTS = 1_000_000  # events per Parquet segment, as the exporter seals them
 EVENTS_PER_MESSAGE = 4.17
-SCHEMA = pa.schema(
-    [
-        ("seq", pa.int64()),
-        ("event_time_ms", pa.int64()),
-        ("kind", pa.string()),
-        ("topic", pa.string()),
-        ("msg_id", pa.string()),
-        ("group", pa.string()),
-        ("attempt", pa.int32()),
-        ("deliver_at_ms", pa.int64()),
-        ("created_at_ms", pa.int64()),
-        ("tag", pa.string()),
-    ]
-)
 
 
 def _messages(rng: np.random.Generator, first: int, n: int, start_ms: int, span_ms: int) -> Any:

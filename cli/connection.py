@@ -14,11 +14,13 @@ from rocktimer_client.errors import UnexpectedStatus
 from rocktimer_client.models import Problem
 from rocktimer_client.types import Response
 
-DEFAULT_URL = "http://127.0.0.1:8080"
+from app import defaults
+
+DEFAULT_URL = defaults.URL
 T = TypeVar("T")
 CONNECT_TIMEOUT_S = 5.0
 READ_MARGIN_S = 10.0  # beyond the longest long poll (30 s) before a read times out
-LONGEST_POLL_S = 30.0
+LONGEST_POLL_S = defaults.RECEIVE_WAIT_MS_MAX / 1000
 
 
 class Exit(IntEnum):

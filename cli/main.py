@@ -49,6 +49,7 @@ from rocktimer_client.models import (
 )
 from rocktimer_client.types import UNSET, Response, Unset
 
+from app.defaults import MAX_BATCH, PAGE_MAX, RECEIVE_WAIT_MS_MAX, STREAM_MAX_IN_FLIGHT
 from cli import batchfile
 from cli.connection import DEFAULT_URL, Api, Exit, Failed, NoStream
 from cli.show import Out, count, now_ms
@@ -60,10 +61,8 @@ EXIT_CODES = (
     "unreachable · 4 API key missing or not allowed · 5 server overloaded or failing "
     "(retry later) · 130 interrupted (Ctrl+C)."
 )
-MAX_BATCH = 1000  # items per request (api.md)
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # JSON per request, under the server's 5 MiB default
-MIN_POLL_MS, MAX_POLL_MS = 100, 30_000  # a long poll's wait (the server's longest)
-STREAM_IN_FLIGHT = 100  # messages printed and not yet acked at once (the server's default)
+MIN_POLL_MS = 100  # a long poll's wait: a shorter one polls in a busy loop
 MAX_REDRIVE_ALL = 1_000_000  # dead letters one `dlq redrive --all` sends back
 _ITEM_PREFIX = re.compile(r"^messages\.\d+\.")
 
@@ -389,7 +388,7 @@ def tail(
     whose ack the server refuses (its --invisible ran out first: the group receives it
     again) is named on stderr, and the exit code is 1."""
     wait_ms = _ms(parse_duration_ms, wait, "--wait") or 0
-    if not MIN_POLL_MS <= wait_ms <= MAX_POLL_MS:  # a shorter one polls in a busy loop
+    if not MIN_POLL_MS <= wait_ms <= RECEIVE_WAIT_MS_MAX:
         raise typer.BadParameter("give 100ms to 30s", param_hint="--wait")
     invisible_ms = _ms(parse_duration_ms, invisible, "--invisible") or 0
     api, out, seen = _api(ctx), Out(as_json), 0
@@ -398,7 +397,7 @@ def tail(
     refused = 0  # printed messages whose ack the server refused
 
     def left() -> int:  # what one poll may take: no message is held and not printed
-        return min(count - seen, MAX_BATCH) if count else STREAM_IN_FLIGHT
+        return min(count - seen, MAX_BATCH) if count else STREAM_MAX_IN_FLIGHT
 
     def settle() -> None:
         nonlocal refused
@@ -463,13 +462,13 @@ def _received(
     left: Callable[[], int],
 ) -> Generator[list[dict[str, Any]]]:
     """What GROUP receives, a batch at a time: from the group's stream (at most
-    STREAM_IN_FLIGHT unacked) if ``stream`` and the server has one, else by long polls of
+    STREAM_MAX_IN_FLIGHT unacked) if ``stream`` and the server has one, else by long polls of
     ``left()`` messages. A stream cannot be told to stop at a count: once an ack frees a
     slot it may hand out one more, which a tail that stops would hold unprinted until it
     came back; a poll takes no more than it is asked for."""
     if stream:
         path = f"/v1/topics/{quote(topic, safe='')}/groups/{quote(group, safe='')}/stream"
-        params = {"invisible_ms": invisible_ms, "max_in_flight": STREAM_IN_FLIGHT}
+        params = {"invisible_ms": invisible_ms, "max_in_flight": STREAM_MAX_IN_FLIGHT}
         try:
             for message in api.events(path, params):
                 yield [message]
@@ -665,7 +664,7 @@ def _pages(
     items: list[dict[str, Any]] = []
     cursor: str | Unset = UNSET
     while len(items) < limit:
-        page = api.call(operation, *args, cursor=cursor, limit=min(limit - len(items), MAX_BATCH))
+        page = api.call(operation, *args, cursor=cursor, limit=min(limit - len(items), PAGE_MAX))
         items += [item.to_dict() for item in page.items]
         if isinstance(page.next_cursor, Unset) or not page.items:
             break

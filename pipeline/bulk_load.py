@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from app.config import Settings
-from app.schemas import MAX_BATCH
+from app.defaults import MAX_BATCH
 from pipeline import cli
 from pipeline.rows import COLUMNS, Message, Reject, to_message
 from pipeline.sender import BatchSender, ServiceRefused

@@ -14,6 +14,8 @@ from typing import Any, NoReturn
 
 import orjson
 
+from app import defaults
+
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 PROGRESS_EVERY_S = 2.0  # how often the progress line on stderr is redrawn
 # What pyproject.toml's `pipeline` extra brings (py4j comes with pyspark): not in the
@@ -42,8 +44,8 @@ def parser(prog: str, description: str, service: bool = False) -> ArgumentParser
     if service:
         p.add_argument(
             "--url",
-            default=os.environ.get("ROCKTIMER_URL", "http://127.0.0.1:8080"),
-            help="the service (default $ROCKTIMER_URL or http://127.0.0.1:8080)",
+            default=os.environ.get("ROCKTIMER_URL", defaults.URL),
+            help=f"the service (default $ROCKTIMER_URL or {defaults.URL})",
         )
         p.add_argument(
             "--api-key",

@@ -5,36 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline import cli
+from storage.events import COLUMNS as EVENT_COLUMNS
+from storage.events import EventKind
 
-KINDS = (
-    "scheduled",
-    "rescheduled",
-    "cancelled",
-    "delivered",
-    "received",
-    "acked",
-    "nacked",
-    "expired",
-    "dead",
-    "redriven",
-    "filtered",
-)
-EVENT_DDL = (
-    "seq long, event_time_ms long, kind string, topic string, msg_id string, `group` string, "
-    "attempt int, deliver_at_ms long, created_at_ms long, tag string"
-)
-COLUMNS = (
-    "seq",
-    "event_time_ms",
-    "kind",
-    "topic",
-    "msg_id",
-    "group",
-    "attempt",
-    "deliver_at_ms",
-    "created_at_ms",
-    "tag",
-)
+KINDS = tuple(kind.name.lower() for kind in EventKind)
+COLUMNS = tuple(name for name, _, _ in EVENT_COLUMNS)
+_SPARK_TYPES = {"int64": "long", "int32": "int", "string": "string"}
+EVENT_DDL = ", ".join(f"`{name}` {_SPARK_TYPES[kind]}" for name, kind, _ in EVENT_COLUMNS)
 MINUTE_MS = 60_000
 
 

@@ -25,10 +25,9 @@ from pydantic import ValidationError
 
 from app.config import Settings
 from app.deps import writable_topic
-from app.errors import invalid
-from app.routes.producers import to_record
+from app.errors import InvalidInput, PayloadTooLarge, invalid
+from app.intake import to_record
 from app.schemas import NAME_PATTERN, SendMessage
-from storage.errors import InvalidInput, PayloadTooLarge
 
 SCHEDULE_FIELDS = ("deliver_at_ms", "delay_ms", "delay_level")
 # Every column a row may have (pipeline.md §2); others are kept in rejects but not sent.

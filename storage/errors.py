@@ -1,14 +1,13 @@
 """rocktimer's one error tree: every error it raises on purpose, from every layer.
 
 Here, at the lowest layer, so that storage, workers and app all raise from one tree;
-app/errors.py maps each class to an HTTP reply once, by the class hierarchy (the most
+app/errors.py adds the errors only a request can make (a bad field, a missing key, a body
+too large) and maps each class to an HTTP reply once, by the class hierarchy (the most
 specific class in an error's MRO that has an entry wins). Messages of the 5xx classes may
 carry internal text (RocksDB's): they are logged, never sent to a client.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 
 class RocktimerError(Exception):
@@ -72,34 +71,3 @@ class ReceiptRejected(MessageConflict):
 
 class PushedGroup(MessageConflict):
     """The group's messages are POSTed to its webhook: nobody may receive them (409)."""
-
-
-# --- the request itself is wrong ----------------------------------------------------------
-
-
-class InvalidInput(RocktimerError):
-    """The request is well-formed HTTP but a field is wrong (422)."""
-
-    def __init__(self, detail: str, errors: list[dict[str, Any]]) -> None:
-        super().__init__(detail)
-        self.errors = errors
-
-
-class MalformedJson(InvalidInput):
-    """The body is not JSON at all (400)."""
-
-
-class UnsupportedMediaType(RocktimerError):
-    """A body that says it is not JSON (415)."""
-
-
-class PayloadTooLarge(RocktimerError):
-    """A body or a whole request over its configured limit (413)."""
-
-
-class Unauthorized(RocktimerError):
-    """No API key, or one we do not know (401)."""
-
-
-class Forbidden(RocktimerError):
-    """A known API key whose role may not call this (403)."""

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from storage.errors import CorruptRecordError
 from storage.events import (
+    COLUMNS,
     CREATED_AT,
     FLAGS_AT,
     HEADER,
@@ -27,19 +28,9 @@ from storage.events import (
     VERSION,
 )
 
+_ARROW_TYPES: Final = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string()}
 SCHEMA: Final = pa.schema(
-    [
-        pa.field("seq", pa.int64(), nullable=False),
-        pa.field("event_time_ms", pa.int64(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),
-        pa.field("topic", pa.string(), nullable=False),
-        pa.field("msg_id", pa.string(), nullable=False),
-        pa.field("group", pa.string()),
-        pa.field("attempt", pa.int32()),
-        pa.field("deliver_at_ms", pa.int64()),
-        pa.field("created_at_ms", pa.int64()),
-        pa.field("tag", pa.string()),
-    ]
+    [pa.field(name, _ARROW_TYPES[kind], nullable=nullable) for name, kind, nullable in COLUMNS]
 )
 
 

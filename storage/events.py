@@ -26,16 +26,25 @@ from array import array
 from collections.abc import Sequence
 from typing import Final
 
-from storage.records import TAG_FLAG
+from storage.records import (
+    CREATED_AT_OFFSET,
+    FLAGS_AT,
+    HEADER_SIZE,
+    N_ID_AT,
+    N_TAG_AT,
+    N_TOPIC_AT,
+    TAG_FLAG,
+)
 
 VERSION: Final = 1
 HEADER = struct.Struct("<BIQII")  # version, n, now_ms, group bytes, topic bytes
-# The record fields an event reads (storage/records.py: a 33-byte header, msg_id <= 128,
+# The record fields an event reads (storage/records.py: the header, msg_id <= 128,
 # topic <= 127 and tag <= 128 characters of UTF-8 <= 512 bytes): every head fits.
-HEAD_MAX: Final = 33 + 128 + 127 + 512
-# Where an event's fields sit in the head (storage/records.py, _MESSAGE).
-ID_AT, N_ID_AT, N_TOPIC_AT, N_TAG_AT, FLAGS_AT, CREATED_AT = 33, 25, 26, 27, 24, 8
-__all__ = ["TAG_FLAG"]
+HEAD_MAX: Final = HEADER_SIZE + 128 + 127 + 512
+# Where an event's fields sit in the head: the record's own layout (storage/records.py).
+ID_AT: Final = HEADER_SIZE
+CREATED_AT: Final = CREATED_AT_OFFSET
+__all__ = ["FLAGS_AT", "N_ID_AT", "N_TAG_AT", "N_TOPIC_AT", "TAG_FLAG"]
 _LITTLE = sys.byteorder == "little"
 
 
@@ -58,6 +67,22 @@ class EventKind(enum.IntEnum):
 KIND_NAMES: Final = ["" for _ in range(max(EventKind) + 1)]
 for _kind in EventKind:
     KIND_NAMES[_kind] = _kind.name.lower()
+
+# The event log's columns (pipeline.md §1), declared once as (name, type, nullable):
+# storage/event_table.py makes the Arrow schema of them, pipeline/events.py the Spark
+# schema, and the bench's and tests' hand-made segments take that Arrow schema.
+COLUMNS: Final = (
+    ("seq", "int64", False),
+    ("event_time_ms", "int64", False),
+    ("kind", "string", False),
+    ("topic", "string", False),
+    ("msg_id", "string", False),
+    ("group", "string", True),
+    ("attempt", "int32", True),
+    ("deliver_at_ms", "int64", True),
+    ("created_at_ms", "int64", True),
+    ("tag", "string", True),
+)
 
 
 class Staged:

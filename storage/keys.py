@@ -25,8 +25,23 @@ SCHEDULE_PREFIX = "%SCHEDULE%"
 TAG_PREFIX = "%TAG%"
 # Names no client may send to: internal timers' targets and the group lanes.
 RESERVED_PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, INVISIBLE_PREFIX, SCHEDULE_PREFIX, TAG_PREFIX)
-# Names no client reads either (%DLQ% is readable: dead letters are received from it).
+# Names no client reads either (%DLQ% is readable: dead letters are received from it):
+# the engine's own timers' targets and the group lanes. The one list every "is this
+# internal" question reads (``is_internal``, ``is_internal_timer``).
 INTERNAL_PREFIXES = (RETRY_PREFIX, INVISIBLE_PREFIX, SCHEDULE_PREFIX, TAG_PREFIX)
+INTERNAL_MARK = ord("%")  # the first byte of every internal name
+_INTERNAL_BYTES = tuple(prefix.encode() for prefix in INTERNAL_PREFIXES)
+
+
+def is_internal(name: str) -> bool:
+    """Whether ``name`` (a topic or timer target) is one of the engine's own."""
+    return name.startswith(INTERNAL_PREFIXES)
+
+
+def is_internal_timer(key: bytes) -> bool:
+    """Whether a timers-CF key targets one of the engine's own names (else it is a
+    scheduled message): read from the key's bytes, nothing decoded."""
+    return key[8] == INTERNAL_MARK and key.startswith(_INTERNAL_BYTES, 8)
 
 
 # u64(value): eight big-endian bytes; raises ``struct.error`` outside 0..2**64-1. The

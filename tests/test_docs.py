@@ -1,14 +1,20 @@
 """The repository's own docs: every link in README.md, bench/README.md and docs/ leads to
-a file of the repository (a clone must hold its contract and its design), and the
-repository describes the product as it is, not the history of its making."""
+a file of the repository (a clone must hold its contract and its design), README's settings
+table is the Settings of app/config.py, and the repository describes the product as it is,
+not the history of its making."""
 
 from __future__ import annotations
 
 import re
 import subprocess
+import typing
 from pathlib import Path
+from typing import Any
 
+import annotated_types
 import pytest
+
+from app.config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -102,3 +108,47 @@ def test_the_history_checks_can_fail() -> None:
     assert DIGIT_HASH.search("bisect over " + "1807182" + "..HEAD")
     assert not HEX_HASH.search("delay_ms 3600000, sha256=" + "ab12" * 16)
     assert not DIGIT_HASH.search("BENCH_PIPELINE_N=10000000 python -m bench 16")
+
+
+SETTING_ROW = re.compile(r"^\| `ROCKTIMER_(\w+)` \| (.*?) \| (.*?) \| (.*?) \|$")
+
+
+def _readme_settings() -> dict[str, tuple[str, str, str]]:
+    """README's settings table: each variable's default, bounds and meaning cells."""
+    rows = {}
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if match := SETTING_ROW.match(line):
+            rows[match[1].lower()] = (match[2], match[3], match[4])
+    return rows
+
+
+def _shown(value: object) -> str:
+    """A default as the table writes it."""
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if value in ({}, None, ""):
+        return "*(none)*"
+    return f"`{value}`"
+
+
+def _bounds(field: Any) -> str:
+    ge = [m.ge for m in field.metadata if isinstance(m, annotated_types.Ge)]
+    le = [m.le for m in field.metadata if isinstance(m, annotated_types.Le)]
+    if ge and le:
+        return f"{ge[0]} … {le[0]}"
+    return f"≥ {ge[0]}" if ge else "—"
+
+
+def test_the_readme_settings_table_is_the_settings() -> None:
+    """Every Setting has one row, with its default and bounds, and no row names a
+    setting that is not there; a closed set of values is listed in full."""
+    rows = _readme_settings()
+    fields = Settings.model_fields
+    assert sorted(rows) == sorted(fields)
+    for name, field in fields.items():
+        default, bounds, meaning = rows[name]
+        assert default == _shown(field.get_default(call_default_factory=True)), name
+        assert bounds == _bounds(field), name
+        if typing.get_origin(field.annotation) is typing.Literal:
+            for value in typing.get_args(field.annotation):
+                assert f"`{value}`" in default + meaning, (name, value)

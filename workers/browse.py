@@ -1,5 +1,6 @@
 """Read-only listings for the console and the CLI (api.md, Browsing): topics with their
-counts, a topic's groups with theirs, a topic's scheduled messages in due order.
+counts, a topic's groups with theirs, a topic's scheduled messages in due order, and how
+many messages fall due in the time ahead.
 
 Nothing here counts by scanning: topic and group counts are kept by the ops that change
 them, in the same WriteBatch (Txn.count_topic / count_group); a group's backlog is the gap
@@ -16,7 +17,6 @@ from storage.records import MessageRecord, decode_counts
 from storage.store import CF, RocksStore
 from workers.retry import decode_settings
 from workers.timers import message
-from workers.timers.kind import internal
 from workers.webhook import PushSettings
 
 LIST_SCAN_BUDGET = 10_000  # timer keys one page of scheduled messages may read: the
@@ -103,7 +103,7 @@ def scheduled(
     target = keys.topic_lane(topic)  # topic ‖ 0x00, as it follows the due time in a key
 
     def mine(key: bytes, value: bytes) -> bool:
-        return key.startswith(target, 8) and not internal(key)
+        return key.startswith(target, 8) and not keys.is_internal_timer(key)
 
     found, resume = store.scan_where(CF.TIMERS, start, b"\xff" * 9, limit, LIST_SCAN_BUDGET, mine)
     return [message.decode_value(value) for _, value in found], resume
@@ -122,3 +122,22 @@ def push_groups(store: RocksStore) -> dict[tuple[str, str], PushSettings]:
                 found[topic, group] = push
         start = keys.successor(page[-1][0])
     return found
+
+
+class DueAhead(NamedTuple):
+    counts: list[int]  # scheduled messages due in each bucket, the first from ``now``
+    capped: bool  # the scan stopped at its limit: later buckets may count short
+
+
+def due_ahead(store: RocksStore, now_ms: int, bucket_ms: int, buckets: int, limit: int) -> DueAhead:
+    """Messages due in each of ``buckets`` spans of ``bucket_ms`` from ``now_ms``, from at
+    most ``limit`` timer keys (the engine's own timers are not counted): one bounded read,
+    so an overview stays cheap with millions scheduled."""
+    counts = [0] * buckets
+    found = store.scan(
+        CF.TIMERS, keys.due_bound(now_ms), keys.due_bound(now_ms + bucket_ms * buckets), limit
+    )
+    for key, _ in found:
+        if not keys.is_internal_timer(key):
+            counts[max(0, keys.read_u64(key) - now_ms) // bucket_ms] += 1
+    return DueAhead(counts, len(found) >= limit)

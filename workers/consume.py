@@ -53,6 +53,7 @@ from workers.receipts import (
 from workers.retry import GroupSettings, decode_settings, encode_settings, retry_delay_ms
 from workers.timers import hold, invisible, retry
 from workers.timers.hold import GroupTimer
+from workers.timers.kind import one_at_a_time
 from workers.txn import Txn
 
 TimerKeyFn = Callable[[int, GroupTimer], bytes]  # a kind's timer_key (invisible or retry)
@@ -714,3 +715,32 @@ def dead_letters(
         start = prefix
     found = store.scan(CF.DEAD, start, keys.prefix_end(prefix), limit + 1)
     return [(k, decode_dead(v)) for k, v in found[:limit]], len(found) > limit
+
+
+# --- the fire actions of the group timers (their key codecs: timers/invisible.py, retry.py)
+
+
+def end_invisibility(txn: Txn, key: bytes, value: bytes) -> None:
+    """An invisibility timer is due: each message of it still held fails an attempt (an
+    expiry) and is visible again at once."""
+    timer = invisible.decode(key)
+    settings = None
+    for seq, held in current_holds(txn, timer, hold.lot_seqs(timer, value)):
+        if held.state is GroupState.INFLIGHT:
+            emit_event(txn, EventKind.EXPIRED, timer.topic, timer.group, seq, held.attempts)
+            settings = settings or group_settings(txn, timer.topic, timer.group)
+            fail(txn, timer.topic, timer.group, seq, held, 0, settings)
+            txn.note("expiries")
+
+
+def end_retry_wait(txn: Txn, key: bytes, value: bytes) -> None:
+    """A retry back-off is over: the message goes into the group's retry lane."""
+    timer = hold.decode(retry.PREFIX, key)
+    for seq, held in current_holds(txn, timer, [timer.seq]):
+        if held.state is GroupState.RETRYING:
+            txn.count_group(timer.topic, timer.group, retrying=-1)
+            make_ready(txn, timer.topic, timer.group, seq, held)
+
+
+end_invisibility_run = one_at_a_time(end_invisibility)
+end_retry_wait_run = one_at_a_time(end_retry_wait)

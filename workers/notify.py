@@ -48,6 +48,7 @@ class LongPolls:
         self._lock = threading.Lock()
         self._parked: dict[str, list[Parked]] = {}
         self.closed = False
+        self.parks = 0  # long polls parked since start: each look that found nothing
 
     def park(self, parked: Parked) -> None:
         """Wait for the next commit that wakes the topic (from the op that found nothing,
@@ -56,6 +57,7 @@ class LongPolls:
         with self._lock:
             if parked.state == _WAITING and not self.closed:  # not cancelled meanwhile
                 self._parked.setdefault(parked.topic, []).append(parked)
+                self.parks += 1
 
     def cancel(self, parked: Parked) -> bool:
         """Never run it; False if the writer already claimed it (its result is coming)."""

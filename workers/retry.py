@@ -14,7 +14,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workers.tagfilter import EXPRESSION, MATCH_ALL
-from workers.webhook import PushSettings
+from workers.webhook import MAX_RETRY_DELAY_MS, PushSettings
 
 DELAY_LEVELS_MS = (
     1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000,
@@ -25,7 +25,6 @@ log = logging.getLogger("rocktimer")
 
 DEFAULT_MAX_ATTEMPTS = 16  # RocketMQ's maxReconsumeTimes
 MAX_ATTEMPTS_LIMIT = 64
-MAX_RETRY_DELAY_MS = 7 * 24 * 3_600_000  # a week: retries are for transient failures
 
 
 class _Strict(BaseModel):

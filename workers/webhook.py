@@ -22,8 +22,9 @@ DEFAULT_TIMEOUT_MS = 10_000
 DEFAULT_MAX_IN_FLIGHT = 16
 DEFAULT_ALLOWED_HOSTS = "127.0.0.1,localhost"  # api.md: ROCKTIMER_PUSH_ALLOWED_HOSTS
 MAX_URL_LENGTH = 2_048  # what browsers and most proxies take
-# A Retry-After beyond a retry policy's own ceiling (workers/retry.py) is cut to it.
-MAX_RETRY_AFTER_MS = 7 * 24 * 3_600_000
+# The longest any retry waits: a retry policy's delays (workers/retry.py) and a receiver's
+# Retry-After are cut to it. A week: retries are for transient failures.
+MAX_RETRY_DELAY_MS = 7 * 24 * 3_600_000
 RETRY_AFTER_STATUSES = frozenset({429, 503})  # api.md: Retry-After is honoured on these
 
 
@@ -160,14 +161,14 @@ def retry_after_ms(value: str | None, now_ms: int) -> int | None:
         return None
     value = value.strip()
     if value.isdigit():
-        return min(int(value) * 1_000, MAX_RETRY_AFTER_MS)
+        return min(int(value) * 1_000, MAX_RETRY_DELAY_MS)
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
     if when.tzinfo is None:  # RFC 9110: an HTTP date is GMT
         return None
-    return min(max(int(when.timestamp() * 1_000) - now_ms, 0), MAX_RETRY_AFTER_MS)
+    return min(max(int(when.timestamp() * 1_000) - now_ms, 0), MAX_RETRY_DELAY_MS)
 
 
 class Verdict(NamedTuple):

@@ -7,21 +7,21 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from app.defaults import PAGE_DEFAULT, PAGE_MAX
 from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, settings_of
+from app.errors import InvalidInput
 from app.openapi import BODY, V1, WRITE, json_body, replies
 from app.routes.common import (
-    PAGE_DEFAULT,
-    PAGE_MAX,
     bad_cursor,
     decode_cursor,
     encode_cursor,
     json_response,
-    message_fields,
     parse,
 )
 from app.schemas import DeadLetterDetail, DeadLetterPage, RedriveResult
+from app.wire import message_fields
 from storage import keys
-from storage.errors import InvalidInput, MessageNotFound
+from storage.errors import MessageNotFound
 from workers.retry import GroupSettings
 from workers.webhook import host_allowed
 

@@ -9,11 +9,10 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from app.defaults import PAGE_DEFAULT, PAGE_MAX
 from app.deps import TopicPath, engine_of
 from app.openapi import V1, replies
 from app.routes.common import (
-    PAGE_DEFAULT,
-    PAGE_MAX,
     bad_cursor,
     decode_cursor,
     encode_cursor,

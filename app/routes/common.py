@@ -12,20 +12,10 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect
 
-from app.errors import invalid
-from storage.errors import InvalidInput, UnsupportedMediaType
-from storage.records import BodyEncoding, MessageRecord
-from workers.consume import Received
+from app.errors import InvalidInput, UnsupportedMediaType, invalid
+from app.intake import json_media
 
 M = TypeVar("M", bound=BaseModel)
-
-JSON_TYPES = ("application/json",)
-
-
-def json_media(declared: str) -> bool:
-    """A Content-Type value that says JSON (application/json, application/*+json)."""
-    media = declared.split(";", 1)[0].strip().lower()
-    return media in JSON_TYPES or (media.startswith("application/") and media.endswith("+json"))
 
 
 def require_json(request: Request) -> None:
@@ -69,10 +59,6 @@ def json_response(payload: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
 
 
-PAGE_DEFAULT = 100  # items per page when the client gives no limit
-PAGE_MAX = 1000
-
-
 def encode_cursor(position: bytes) -> str:
     """A page cursor: the position after the last item, opaque and URL-safe."""
     return base64.urlsafe_b64encode(position).rstrip(b"=").decode()
@@ -96,35 +82,3 @@ def decode_cursor(cursor: str | None) -> bytes | None:
     if not raw:
         raise bad_cursor()
     return raw
-
-
-def message_fields(rec: MessageRecord) -> dict[str, Any]:
-    """What every reply showing a message carries: id, body (utf8 or base64), properties,
-    tag and due time."""
-    if rec.body_encoding is BodyEncoding.BASE64:
-        body, encoding = base64.b64encode(rec.body).decode(), "base64"
-    else:
-        body, encoding = rec.body.decode(), "utf8"
-    out: dict[str, Any] = {
-        "msg_id": rec.msg_id,
-        "body": body,
-        "body_encoding": encoding,
-        "properties": rec.properties,
-        "deliver_at_ms": rec.deliver_at_ms,
-    }
-    if rec.tag is not None:
-        out["tag"] = rec.tag
-    return out
-
-
-def received_item(topic: str, got: Received) -> dict[str, Any]:
-    """A received message as a receive reply carries it (a push: without the receipt)."""
-    rec = got.record
-    out = message_fields(rec)
-    out["topic"] = topic
-    out["delivered_at_ms"] = rec.delivered_at_ms
-    out["attempt"] = got.attempt
-    out["receipt"] = got.receipt
-    if rec.topic != topic:
-        out["source_topic"] = rec.topic
-    return out

@@ -9,13 +9,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from app.auth import allow
 from app.config import Role
 from app.deps import engine_of, settings_of
 from app.openapi import V1, replies
 from app.routes.common import json_response
 from app.schemas import Identity, Stats
-from storage import keys
-from storage.store import CF
+from workers import browse
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui" / "static"
 DUE_BUCKET_MS = 60_000  # the overview's histogram: one bar per minute ...
@@ -53,6 +53,7 @@ async def console() -> FileResponse:
     summary="The caller's role (any valid API key; admin when the service is open)",
     responses=replies({200: Identity}, 401),
 )
+@allow(*Role)
 async def who_am_i(request: Request) -> Response:
     keys_by_token = settings_of(request).api_keys
     if not keys_by_token:
@@ -66,19 +67,15 @@ async def who_am_i(request: Request) -> Response:
     summary="Overview for the console: pending, delivered, lateness, due in the next hour",
     responses=replies({200: Stats}, *V1),
 )
+@allow(*Role)
 async def get_stats(request: Request) -> Response:
     engine = engine_of(request)
     lateness = engine.lateness_ms
     delivered = lateness.count  # every delivery is observed once: the count is the total
     now = engine.clock.now_ms()
-    counts = [0] * (DUE_HORIZON_MS // DUE_BUCKET_MS)
-    found = engine.store.scan(
-        CF.TIMERS, keys.due_bound(now), keys.due_bound(now + DUE_HORIZON_MS), DUE_SCAN_MAX
+    ahead = browse.due_ahead(
+        engine.store, now, DUE_BUCKET_MS, DUE_HORIZON_MS // DUE_BUCKET_MS, DUE_SCAN_MAX
     )
-    for key, _ in found:
-        timer = keys.decode_timer_key(key)
-        if not timer.target.startswith("%"):  # internal timers (retries, invisibility)
-            counts[max(0, timer.due_ms - now) // DUE_BUCKET_MS] += 1
     return json_response(
         {
             "now_ms": now,
@@ -93,8 +90,8 @@ async def get_stats(request: Request) -> Response:
             },
             "due_ahead": {
                 "bucket_ms": DUE_BUCKET_MS,
-                "counts": counts,
-                "capped": len(found) >= DUE_SCAN_MAX,
+                "counts": ahead.counts,
+                "capped": ahead.capped,
             },
         }
     )

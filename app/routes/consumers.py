@@ -11,14 +11,20 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from app.config import Settings
+from app.defaults import (
+    INVISIBLE_MS,
+    INVISIBLE_MS_MAX,
+    INVISIBLE_MS_MIN,
+    STREAM_KEEPALIVE_MS,
+    STREAM_MAX_IN_FLIGHT,
+    STREAM_MAX_IN_FLIGHT_LIMIT,
+)
 from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic, settings_of
 from app.fastpath import fast_route
 from app.limits import HEAD_KEY
 from app.openapi import BODY, REF, V1, WRITE, json_body, replies
-from app.routes.common import json_response, parse, received_item
+from app.routes.common import json_response, parse
 from app.schemas import (
-    INVISIBLE_MS_MAX,
-    INVISIBLE_MS_MIN,
     AckRequest,
     AckResult,
     GroupMessageState,
@@ -30,6 +36,7 @@ from app.schemas import (
     ReceiveRequest,
     ReceiveResult,
 )
+from app.wire import received_item
 from workers.consume import Received
 from workers.retry import GroupSettings
 from workers.runner import Engine
@@ -73,12 +80,11 @@ async def receive_messages(
     return json_response({"messages": [received_item(topic, g) for g in got]})
 
 
-STREAM_MAX_IN_FLIGHT = 1_000  # unacked messages one stream may hold (api.md)
 KEEP_ALIVE = b": keep-alive\n\n"
 _EVENTS_DOC = (
     "Server-sent events: each message as `event: message` and `data:` one receive item "
     "(the JSON of a `ReceivedMessage`, receipt included); a `: keep-alive` comment when "
-    "nothing was sent for the keep-alive interval (15 s)."
+    f"nothing was sent for the keep-alive interval ({STREAM_KEEPALIVE_MS // 1000} s)."
 )
 
 
@@ -123,10 +129,10 @@ async def stream_messages(
     invisible_ms: Annotated[
         int,
         Query(ge=INVISIBLE_MS_MIN, le=INVISIBLE_MS_MAX, description="How long each is held"),
-    ] = 30_000,
+    ] = INVISIBLE_MS,
     max_in_flight: Annotated[
-        int, Query(ge=1, le=STREAM_MAX_IN_FLIGHT, description="Most unacked messages at once")
-    ] = 100,
+        int, Query(ge=1, le=STREAM_MAX_IN_FLIGHT_LIMIT, description="Most unacked messages at once")
+    ] = STREAM_MAX_IN_FLIGHT,
 ) -> Response:
     """Each message the moment it is visible, while fewer than ``max_in_flight`` are
     unsettled (acked, nacked or expired); the stream ends when the client goes or the

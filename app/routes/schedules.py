@@ -9,19 +9,19 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from app.config import Settings
+from app.auth import allow
+from app.config import Role, Settings
+from app.defaults import PAGE_DEFAULT, PAGE_MAX
 from app.deps import ScheduleIdPath, TopicPath, engine_of, settings_of, writable_topic
+from app.errors import InvalidInput, PayloadTooLarge
 from app.openapi import BODY, V1, WRITE, json_body, replies
 from app.routes.common import (
-    PAGE_DEFAULT,
-    PAGE_MAX,
     decode_cursor,
     encode_cursor,
     json_response,
     parse,
 )
 from app.schemas import PutSchedule, SchedulePage, ScheduleView
-from storage.errors import InvalidInput, PayloadTooLarge
 from workers import cron, schedules
 from workers.timers.schedule import Schedule, next_after
 
@@ -114,6 +114,7 @@ async def put_schedule(topic: TopicPath, schedule_id: ScheduleIdPath, request: R
     summary="A recurring schedule, with its next and last fire",
     responses=replies({200: ScheduleView}, *V1, 404),
 )
+@allow(Role.PRODUCER, Role.CONSUMER)
 async def get_schedule(topic: TopicPath, schedule_id: ScheduleIdPath, request: Request) -> Response:
     found = schedules.get(engine_of(request).store, topic, schedule_id)
     return json_response(found.view(topic, schedule_id))
@@ -125,6 +126,7 @@ async def get_schedule(topic: TopicPath, schedule_id: ScheduleIdPath, request: R
     summary="The topic's recurring schedules, by id",
     responses=replies({200: SchedulePage}, *V1),
 )
+@allow(Role.PRODUCER, Role.CONSUMER)
 async def list_schedules(
     topic: TopicPath,
     request: Request,

@@ -10,7 +10,7 @@ from starlette.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path  # type: ignore[import-untyped]
 
 from app.deps import engine_of
-from app.errors import problem
+from app.errors import NotReady
 from app.openapi import replies
 from app.routes.common import json_response
 from app.schemas import Health
@@ -34,7 +34,7 @@ async def healthz() -> Response:
 async def readyz(request: Request) -> Response:
     engine = engine_of(request)
     if not engine.healthy:
-        return problem(503, "Service Unavailable", "the store or a worker is not running")
+        raise NotReady("the store or a worker is not running")
     lag = engine.lag
     return json_response(
         {

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,9 +22,10 @@ import httpx
 import pytest
 import typer
 
+from app.defaults import MAX_BATCH
 from bench.process import START_TIMEOUT_S, free_port
 from cli.connection import Exit
-from cli.main import MAX_BATCH, PIPELINE_JOBS, app, main
+from cli.main import PIPELINE_JOBS, app, main
 from tests.e2e.server import Server
 
 ROCKTIMER = Path(sys.executable).parent / "rocktimer"
@@ -51,11 +51,6 @@ class Run:
 @pytest.fixture
 def run(server: Server, capsys: pytest.CaptureFixture[str]) -> Run:
     return Run(server.url, capsys)
-
-
-@pytest.fixture
-def topic() -> str:
-    return f"t-{uuid.uuid4().hex[:12]}"
 
 
 def test_send_status_cancel(run: Run, topic: str) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -82,11 +81,6 @@ WAIT_MS = 5_000  # long poll per receive: returns as soon as a message is there
 def client(server: Server) -> Iterator[Client]:
     with Client(base_url=server.url, timeout=None, raise_on_unexpected_status=True) as c:
         yield c
-
-
-@pytest.fixture
-def topic() -> str:
-    return f"t-{uuid.uuid4().hex[:12]}"
 
 
 def ok(reply: Response[Any], status: int, model: type[T]) -> T:

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from tests.conftest import running
 from tests.e2e.server import Server
 
 CHROMIUM = os.environ.get("ROCKTIMER_CHROMIUM", "/usr/bin/chromium")
@@ -58,15 +59,16 @@ def shots() -> Path:
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """An open server (no API keys) for the console tests."""
-    with Server(tmp_path_factory.mktemp("console") / "data") as srv:
+    """An open server of the console's own (no API keys): its pages list every topic,
+    which the shared server fills with every other package's."""
+    with running(tmp_path_factory.mktemp("console") / "data") as srv:
         yield srv
 
 
 @pytest.fixture(scope="session")
 def keyed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     env = {"ROCKTIMER_API_KEYS": json.dumps(KEYS)}
-    with Server(tmp_path_factory.mktemp("console-keys") / "data", env=env) as srv:
+    with running(tmp_path_factory.mktemp("console-keys") / "data", env=env) as srv:
         yield srv
 
 

@@ -1,23 +1,15 @@
-"""One real server per test session (and fresh ones where a test kills its own)."""
+"""The end-to-end tests' helpers over the shared server (tests/conftest.py)."""
 
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.e2e.server import Server
-
-
-@pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with Server(tmp_path_factory.mktemp("e2e") / "data") as srv:
-        yield srv
 
 
 @pytest.fixture
@@ -29,28 +21,6 @@ def server_url(server: Server) -> str:
 def client(server: Server) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.url, timeout=40) as c:
         yield c
-
-
-@pytest.fixture
-def topic() -> str:
-    """A topic of this test alone, so tests sharing a server never see each other's messages."""
-    return f"t-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def fresh_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
-    """Start a server of the test's own (the test may SIGKILL it); stopped at the end."""
-    started: list[Server] = []
-
-    def make(data_dir: Path | None = None, **env: str) -> Server:
-        srv = Server(data_dir or tmp_path / "data", env=env)
-        started.append(srv)
-        return srv.start()
-
-    yield make
-    for srv in started:
-        if srv.proc is not None:
-            srv.kill()
 
 
 def now_ms() -> int:

@@ -20,6 +20,7 @@ import httpx
 import orjson
 import pytest
 
+from tests.conftest import running
 from tests.e2e.conftest import now_ms
 from tests.e2e.server import Server
 from tests.e2e.test_lifecycle import STOP_BOUND_S
@@ -195,7 +196,7 @@ def test_two_streams_on_a_group_share_the_messages(client: httpx.Client, topic: 
 def keyed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """API keys on, and a keep-alive every 100 ms."""
     env = {"ROCKTIMER_API_KEYS": KEYS, "ROCKTIMER_STREAM_KEEPALIVE_MS": str(KEEPALIVE_MS)}
-    with Server(tmp_path_factory.mktemp("stream") / "data", env=env) as srv:
+    with running(tmp_path_factory.mktemp("stream") / "data", env=env) as srv:
         yield srv
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import running
 from tests.e2e.server import Server
 
 PROBLEM = "application/problem+json"
@@ -22,7 +23,7 @@ PROBLEM_KEYS = frozenset({"type", "title", "status", "detail"})
 
 @pytest.fixture(scope="module")
 def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with Server(tmp_path_factory.mktemp("fuzz") / "data") as srv:
+    with running(tmp_path_factory.mktemp("fuzz") / "data") as srv:
         yield srv
 
 

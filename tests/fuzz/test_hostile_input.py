@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,11 +81,6 @@ def hostile(fuzz_server: Server) -> Iterator[httpx.Client]:
     assert_healthy(fuzz_server)
     logged = new_log(fuzz_server, since)
     assert "Traceback" not in logged, logged[-4000:]
-
-
-@pytest.fixture
-def topic() -> str:
-    return f"h-{uuid.uuid4().hex[:12]}"
 
 
 def post_raw(client: httpx.Client, path: str, raw: bytes) -> httpx.Response:

@@ -4,7 +4,6 @@ event-log segments written by hand in the schema of pipeline.md §1."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,25 +27,13 @@ def write_events(directory: Path, events: list[dict[str, Any]]) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pa.schema(
-        [
-            ("seq", pa.int64()),
-            ("event_time_ms", pa.int64()),
-            ("kind", pa.string()),
-            ("topic", pa.string()),
-            ("msg_id", pa.string()),
-            ("group", pa.string()),
-            ("attempt", pa.int32()),
-            ("deliver_at_ms", pa.int64()),
-            ("created_at_ms", pa.int64()),
-            ("tag", pa.string()),
-        ]
-    )
-    rows = [{name: e.get(name) for name in schema.names} for e in events]
+    from storage.event_table import SCHEMA
+
+    rows = [{name: e.get(name) for name in SCHEMA.names} for e in events]
     seqs = [e["seq"] for e in events]
     part = directory / "date=1970-01-01"
     part.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist(rows, schema=schema)
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
     pq.write_table(table, part / f"part-{min(seqs)}-{max(seqs)}.parquet", compression="zstd")
     (part / f".part-{max(seqs) + 1}-{max(seqs) + 9}.parquet").write_bytes(b"half written")
     return directory
@@ -110,20 +97,7 @@ def clean_log() -> Events:
     return e
 
 
-@pytest.fixture(scope="session")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A real rocktimer server for the bulk loads (one per test session)."""
-    srv = Server(tmp_path_factory.mktemp("pipeline") / "data")
-    try:
-        srv.start()
-    except RuntimeError:
-        srv.kill()  # it may be up but slow: never leave it running
-        raise
-    yield srv
-    if srv.proc is not None:
-        srv.terminate()
-
-
 @pytest.fixture
-def topic() -> str:
-    return f"t-{uuid.uuid4().hex[:12]}"
+def service(server: Server) -> Server:
+    """The shared server (tests/conftest.py), as the bulk loads name it."""
+    return server

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from app.config import Settings
-from app.schemas import MAX_BATCH
+from app.defaults import MAX_BATCH
 from pipeline import bulk_load, cli
 from pipeline.rows import COLUMNS, Reject, local_to_ms
 from pipeline.sender import BatchSender

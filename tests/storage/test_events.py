@@ -45,6 +45,7 @@ items = st.tuples(
 )
 
 
+@pytest.mark.slow  # ~4 s: every example decodes its batches through pyarrow
 @settings(deadline=None)  # the first example pays numpy's and pyarrow's warm-up
 @given(
     st.lists(st.lists(items, min_size=1, max_size=12), min_size=1, max_size=4),
@@ -150,3 +151,28 @@ assert "pandas" not in sys.modules, "pandas imported"
         [sys.executable, "-c", script], check=False, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_event_columns_are_declared_once(tmp_path: Path) -> None:
+    """The Arrow schema the exporter writes, the Spark schema the jobs read, the kinds the
+    report counts and the bench's synthetic segments all come from storage/events.py."""
+    import pyarrow.parquet as pq
+
+    from bench import events_data
+    from pipeline import events as pipeline_events
+    from storage.event_table import SCHEMA
+    from storage.events import COLUMNS
+
+    assert [(f.name, str(f.type), f.nullable) for f in SCHEMA] == [
+        (name, kind, nullable) for name, kind, nullable in COLUMNS
+    ]
+    assert tuple(SCHEMA.names) == pipeline_events.COLUMNS
+    spark = {"long": "int64", "int": "int32", "string": "string"}
+    ddl = [column.split() for column in pipeline_events.EVENT_DDL.split(", ")]
+    assert [(name.strip("`"), spark[kind]) for name, kind in ddl] == [
+        (f.name, str(f.type)) for f in SCHEMA
+    ]
+    assert tuple(KIND_NAMES[1:]) == pipeline_events.KINDS
+    events_data.write(tmp_path, 500)
+    (segment,) = tmp_path.rglob("*.parquet")
+    assert pq.read_schema(segment).remove_metadata() == SCHEMA

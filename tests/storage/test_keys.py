@@ -147,3 +147,18 @@ def test_u64_rejects_out_of_range(value: int) -> None:
 def test_u64_round_trip_and_order(value: int) -> None:
     assert keys.read_u64(keys.u64(value)) == value
     assert len(keys.u64(value)) == 8
+
+
+@pytest.mark.parametrize("prefix", keys.INTERNAL_PREFIXES)
+@pytest.mark.parametrize("rest", ["", "g", "group-1"])
+def test_one_list_says_what_is_internal_for_names_and_timer_keys(prefix: str, rest: str) -> None:
+    """A name and a timer key aimed at it get the same answer, for every internal prefix."""
+    name = prefix + rest
+    assert keys.is_internal(name)
+    assert keys.is_internal_timer(keys.timer_key(7, name, b"ident"))
+
+
+@given(target=names, due=dues)
+def test_a_timer_key_is_internal_exactly_when_its_target_is(target: str, due: int) -> None:
+    key = keys.timer_key(due, target, b"x")
+    assert keys.is_internal_timer(key) == keys.is_internal(keys.decode_timer_key(key).target)

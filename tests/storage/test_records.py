@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from storage import records
 from storage.errors import CorruptRecordError
 from storage.records import (
     BodyEncoding,
@@ -147,3 +148,20 @@ def test_a_record_cut_short_is_corrupt_not_a_wrong_record() -> None:
     for cut in range(len(data) - 1, 32, -1):
         with pytest.raises(CorruptRecordError):
             decode_message(data[:cut])
+
+
+def test_the_header_offsets_are_where_encode_puts_each_field() -> None:
+    """The offsets other modules cut fields at (the event codec, the storm path) are read
+    off the header's one declaration, and match an encoded record."""
+    rec = MessageRecord(
+        "topic-x", "id-12", 11, 22, b"body", BodyEncoding.BASE64, "tag", {"k": "v"}, 33
+    )
+    raw = encode_message(rec)
+    assert records.HEADER_SIZE == 33
+    assert int.from_bytes(raw[records.CREATED_AT_OFFSET :][:8], "big") == 22
+    assert int.from_bytes(raw[records.DELIVERED_AT_SLICE], "big") == 33
+    assert raw[records.FLAGS_AT] == BodyEncoding.BASE64 | records.TAG_FLAG
+    assert (raw[records.N_ID_AT], raw[records.N_TOPIC_AT]) == (5, 7)
+    assert int.from_bytes(raw[records.N_TAG_AT : records.N_TAG_AT + 2], "big") == 3
+    assert raw[records.HEADER_SIZE :][:5] == b"id-12"
+    assert "33 bytes" in (records.__doc__ or "")

@@ -124,6 +124,7 @@ class RecordingStore(RocksStore):
         self.fail_writes = 0
         self.fail_syncs = 0
         self.hold_syncs: threading.Event | None = None  # set: WAL syncs wait until it is set
+        self.sync_held = threading.Event()  # a WAL sync is waiting on hold_syncs
         self.failure: Exception = StorageError("injected write failure")
 
     def write(self, ops: Iterable[WriteOp], *, sync: bool) -> None:
@@ -149,6 +150,7 @@ class RecordingStore(RocksStore):
     def sync_wal(self) -> None:
         covered = len(self.writes)
         if self.hold_syncs is not None:
+            self.sync_held.set()
             self.hold_syncs.wait(WAIT_S)
         if self.fail_syncs > 0:
             self.fail_syncs -= 1

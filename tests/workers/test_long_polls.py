@@ -107,7 +107,9 @@ def test_long_polls_claim_or_cancel_exactly_once() -> None:
 def test_a_long_poll_ends_on_the_engines_clock_not_before(engine: Engine, clock: FakeClock) -> None:
     async def scenario() -> list[Received]:
         poll = asyncio.create_task(_long_poll(engine, 100))
-        await asyncio.sleep(0.3)  # three times the wait in real time: still waiting
+        # Its wait for a commit is 100 ms of real time; once that ran out (it looked and
+        # parked again) the clock, not the real time, says whether it is over.
+        await asyncio.to_thread(wait_until, lambda: engine.long_polls.parks >= 3)
         assert not poll.done()
         clock.advance(100)
         return await poll

@@ -79,6 +79,7 @@ def _send(
     return [o if not isinstance(o, Exception) else repr(o) for o in out], written, events
 
 
+@pytest.mark.slow  # 60 examples, each two engines' writes: ~25 s on two cores
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

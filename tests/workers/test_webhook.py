@@ -12,7 +12,7 @@ from workers.retry import GroupSettings
 from workers.webhook import (
     ACKED,
     FAILED,
-    MAX_RETRY_AFTER_MS,
+    MAX_RETRY_DELAY_MS,
     PushSettings,
     Verdict,
     allowed_hosts,
@@ -46,7 +46,7 @@ def test_the_signature_is_the_documented_hmac() -> None:
         (503, "Tue, 14 Nov 2023 22:13:50 GMT", Verdict(False, 30_000)),
         (503, "Tue, 14 Nov 2023 22:00:00 GMT", Verdict(False, 0)),  # past: at once
         (429, "soon", FAILED),  # unreadable: the group's policy
-        (429, "99999999999", Verdict(False, MAX_RETRY_AFTER_MS)),
+        (429, "99999999999", Verdict(False, MAX_RETRY_DELAY_MS)),
     ],
 )
 def test_what_a_reply_means(status: int, retry_after: str | None, expected: Verdict) -> None:

@@ -17,6 +17,7 @@ from storage.keys import PENDING_KEY
 from storage.records import MessageRecord, MessageState, decode_counts
 from storage.store import CF, Put
 from tests.workers.support import (
+    WAIT_S,
     Gate,
     RecordingStore,
     call,
@@ -387,7 +388,9 @@ def test_an_inline_op_queues_while_the_writer_is_busy_and_durable_ones_wait_for_
         wait_until(lambda: writer.idle)  # its thread answers a moment before it is done
         store.hold_syncs = threading.Event()
         durable = writer.submit(op, durable=True, inline=True)
-        await asyncio.sleep(0.05)
+        # Once its WAL sync is under way (and held), the reply must still be pending.
+        assert await asyncio.to_thread(store.sync_held.wait, WAIT_S), "no WAL sync began"
+        await asyncio.sleep(0)  # a reply sent before the sync would be done by now
         waited = not durable.done()
         store.hold_syncs.set()
         await durable

@@ -5,21 +5,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from storage import keys
 from storage.errors import CorruptRecordError
 from workers.txn import Txn
 
 log = logging.getLogger("rocktimer.timers")
-
-INTERNAL_PREFIXES = tuple(
-    p.encode() for p in (keys.INVISIBLE_PREFIX, keys.RETRY_PREFIX, keys.SCHEDULE_PREFIX)
-)
-PERCENT = ord("%")
-
-
-def internal(key: bytes) -> bool:
-    """Whether a timer key is an internal timer (else it is a scheduled message)."""
-    return key[8] == PERCENT and key.startswith(INTERNAL_PREFIXES, 8)
 
 
 class Span:

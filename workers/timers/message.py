@@ -12,7 +12,9 @@ from storage.events import EventKind
 from storage.records import (
     CREATED_AT_OFFSET,
     DELIVERED_AT_SLICE,
+    FLAGS_AT,
     INDEX,
+    TAG_FLAG,
     MessageRecord,
     MessageState,
     decode_message,
@@ -25,7 +27,6 @@ from workers.timers.kind import Span
 _VALUE = itemgetter(1)
 # Plain ints for the storm loop: an Enum member lookup there cost a tenth of the move.
 _SCHEDULED = int(MessageState.SCHEDULED)
-_FLAGS, _TAGGED = 24, 0x80  # a record's flags byte and its has-a-tag bit (records.py)
 _DELIVERED = int(MessageState.DELIVERED)
 _U64 = struct.Struct(">Q")  # keys.u64 / read_u64 without the call around them
 _PACK, _READ = _U64.pack, _U64.unpack_from
@@ -91,7 +92,7 @@ def fire_run(span: Span, start: int, stop: int) -> None:
             stamped = value[:_STAMP_AT] + stamp + value[_STAMP_END:]
             logs.append((lane + _PACK(seq), stamped))
             index.append((key[8:], _INDEX(_DELIVERED, due, created, now, seq)))
-            if value[_FLAGS] & _TAGGED:
+            if value[FLAGS_AT] & TAG_FLAG:
                 tagfilter.index(txn, topic, stamped, seq)
             since = due if due > created else created  # as messages.deliver: max(due, arrival)
             lateness.append(now - since if now > since else 0)

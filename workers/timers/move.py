@@ -8,8 +8,9 @@ from operator import itemgetter
 
 from storage import keys
 from storage.store import CF
+from workers import consume
 from workers.timers import invisible, message, retry, schedule
-from workers.timers.kind import PERCENT, FireRun, Span, internal
+from workers.timers.kind import FireRun, Span
 from workers.txn import Txn
 
 # Spans this long go with one range delete; shorter ones with point deletes. RocksDB
@@ -17,18 +18,18 @@ from workers.txn import Txn
 # few thousand timers/s, one per small move made each scan cost milliseconds (bench).
 RANGE_DELETE_MIN = 512
 _KEY, _TARGET_BYTE = itemgetter(0), itemgetter(8)  # a timer key's first byte after the due
-_PERCENT = PERCENT.to_bytes(1, "big")
+_PERCENT = keys.INTERNAL_MARK.to_bytes(1, "big")
 
 # Internal timers by target prefix; every other target is a topic: a scheduled message.
 KINDS: dict[bytes, FireRun] = {
-    invisible.PREFIX.encode(): invisible.fire_run,
-    retry.PREFIX.encode(): retry.fire_run,
+    invisible.PREFIX.encode(): consume.end_invisibility_run,
+    retry.PREFIX.encode(): consume.end_retry_wait_run,
     schedule.PREFIX.encode(): schedule.fire_run,
 }
 
 
 def kind_of(key: bytes) -> FireRun:
-    if internal(key):
+    if keys.is_internal_timer(key):
         for prefix, fire_run in KINDS.items():
             if key.startswith(prefix, 8):
                 return fire_run
@@ -92,7 +93,7 @@ def _internal_at(entries: Sequence[tuple[bytes, bytes]]) -> list[int]:
     at = []
     i = firsts.find(_PERCENT)
     while i != -1:
-        if internal(entries[i][0]):
+        if keys.is_internal_timer(entries[i][0]):
             at.append(i)
         i = firsts.find(_PERCENT, i + 1)
     return at
