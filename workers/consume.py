@@ -40,6 +40,7 @@ from storage.records import (
     record_is_base64,
     record_tag,
     stamp_delivered,
+    text_count,
 )
 from storage.store import CF, RocksStore
 from workers import events, lanes, retention, tagfilter
@@ -64,8 +65,13 @@ class Received(NamedTuple):
     receipt: str
 
 
-MAX_RECEIVE_BYTES = 8 * 1024 * 1024  # a receive reply's messages, about (api.md, Edges)
+MAX_RECEIVE_BYTES = 8 * 1024 * 1024  # a receive reply's size, about (api.md, Edges)
 _ITEM_OVERHEAD = 256  # the JSON around one message: names, times, receipt
+# What JSON escapes in a record's text (body, tag; properties are stored as JSON already):
+# every control character, '"' and '\\' take two bytes (\n, \", ...), and the control
+# characters without a short escape six (\u0001): a body of those is six times its size.
+_ESCAPED = bytes(range(0x20)) + b'"\\'
+_ESCAPED_LONG = bytes(c for c in range(0x20) if c not in b"\b\t\n\f\r")
 
 
 class Room:
@@ -94,11 +100,17 @@ class Room:
 
 
 def _reply_bytes(record: bytes | None) -> int:
-    """About what a stored record takes in a receive reply (a base64 body grows by 4/3)."""
+    """What a stored record takes in a receive reply, escapes included: a base64 body grows
+    by 4/3, a UTF-8 one by what JSON escapes in it (counted: C passes of ~1 ns a byte)."""
     if record is None:
         return 0
     size = len(record) + _ITEM_OVERHEAD
-    return size * 4 // 3 if record_is_base64(record) else size
+    if record_is_base64(record):
+        return size * 4 // 3
+    escaped = text_count(record, _ESCAPED)
+    if escaped:  # each takes one byte more; the long ones four more again
+        size += escaped + 4 * text_count(record, _ESCAPED_LONG)
+    return size
 
 
 def receive(
