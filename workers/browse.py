@@ -115,8 +115,11 @@ def push_groups(store: RocksStore) -> dict[tuple[str, str], PushSettings]:
     start, end = keys.GROUP_SETTINGS, keys.prefix_end(keys.GROUP_SETTINGS)
     while page := store.scan(CF.META, start, end, SETTINGS_PAGE):
         for key, value in page:
+            topic, group = keys.decode_group_key(key)
+            if topic.startswith(keys.INTERNAL_PREFIXES):
+                continue  # stored before such settings were refused: nothing to push there
             push = decode_settings(value).push
             if push is not None:
-                found[keys.decode_group_key(key)] = push
+                found[topic, group] = push
         start = keys.successor(page[-1][0])
     return found

@@ -17,9 +17,57 @@ from storage.records import record_tag
 from storage.store import CF
 from workers.txn import Txn
 
-EXPRESSION = r"^\s*(\*|[^|\s*]+(\s*\|\|\s*[^|\s*]+)*)\s*$"  # validated by GroupSettings
+EXPRESSION = r"^\s*(\*|[^|\s*]+(\s*\|\|\s*[^|\s*]+)*)\s*$"  # the schema's; check() has words
 MATCH_ALL = "*"
 PARSED_CACHE = 1_024  # distinct expressions kept parsed (bounded)
+TAG_MAX = 128  # characters in a tag (SendMessage, PutSchedule)
+_PADDING = frozenset("\t\n\v\f\r")  # control characters that are whitespace: spaces here
+
+
+def _control(text: str) -> str | None:
+    """The first control character of ``text`` (the whitespace ones aside), if any."""
+    for char in text:
+        if (char < " " or "\x7f" <= char <= "\x9f") and char not in _PADDING:
+            return char
+    return None
+
+
+def tag_problem(tag: str) -> str | None:
+    """What keeps a filter from naming ``tag`` (one would receive it only with ``*``), in
+    words; None if a filter can name it."""
+    bad = _control(tag)
+    if bad is not None:
+        return f"holds the control character U+{ord(bad):04X}"
+    if any(char.isspace() for char in tag):
+        return "holds a space: a tag filter could never name it"
+    if "|" in tag or "*" in tag:
+        return "holds '|' or '*', which a tag filter uses: it could never name it"
+    return None
+
+
+def check(expression: str) -> str:
+    """``expression`` if it is a filter some message can match; ValueError saying what is
+    wrong otherwise (a filter that can never match would pass every message over)."""
+    if not expression.strip():
+        raise ValueError("is empty: '*' (every message) or tags joined by '||'")
+    bad = _control(expression)
+    if bad is not None:
+        raise ValueError(f"holds the control character U+{ord(bad):04X}: no tag can hold one")
+    if expression.strip() == MATCH_ALL:
+        return expression
+    for part in expression.split("||"):
+        tag = part.strip()
+        if not tag:
+            raise ValueError("has an empty tag: tags are joined by '||', e.g. 'TagA || TagB'")
+        if tag == MATCH_ALL or "*" in tag:
+            raise ValueError("uses '*' beside tags: '*' alone stands for every message")
+        if "|" in tag:
+            raise ValueError(f"has a single '|' in {tag!r}: tags are joined by '||'")
+        if any(char.isspace() for char in tag):
+            raise ValueError(f"has a space inside {tag!r}: a tag holds none; join tags with '||'")
+        if len(tag) > TAG_MAX:
+            raise ValueError(f"names a tag over {TAG_MAX} characters: no message can carry it")
+    return expression
 
 
 @functools.lru_cache(maxsize=PARSED_CACHE)

@@ -4,6 +4,7 @@ receive passes over a bounded number of messages."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from pydantic import ValidationError
 
@@ -12,7 +13,7 @@ from storage.records import MessageRecord
 from storage.store import CF, RocksStore
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import run
-from workers import messages
+from workers import browse, messages
 from workers.clock import FakeClock
 from workers.retry import GroupSettings
 from workers.runner import Engine
@@ -124,3 +125,25 @@ def test_retention_takes_the_tag_index_with_the_log(
     clock.advance(5_000)
     engine.sweeper.retain()
     assert engine.store.scan(CF.LOGS, b"%TAG%", b"%TAG&", 10) == []
+
+
+def test_settings_stored_under_older_rules_are_still_read(engine: Engine) -> None:
+    """Issue 30.9: a filter with a NUL, or settings (a push) on an internal topic, are
+    refused on the way in now; stored before, they must neither stop a receive nor the
+    pushers' start (browse.push_groups), which skips internal topics."""
+    push = {"url": "http://127.0.0.1:9/hook"}
+    stored = {
+        keys.group_key("t", "g"): {"filter": "TagA\x00"},
+        keys.group_key("%RETRY%g", "x"): {"push": push},
+        keys.group_key("t", "pushed"): {"push": push},
+    }
+
+    def put(txn: Txn) -> None:
+        for key, value in stored.items():
+            txn.put(CF.META, key, orjson.dumps(value))
+
+    engine.writer.call(put, durable=True)
+    deliver(engine, "a", "TagA")
+    assert received(engine, "g") == []  # the stored filter still applies, as stored
+    assert engine.group_settings("t", "g").filter == "TagA\x00"
+    assert set(browse.push_groups(engine.store)) == {("t", "pushed")}
