@@ -291,3 +291,28 @@ def test_lagging_deliveries_show_in_readyz_and_metrics_and_sends_get_429(
         wait_until(lambda: c.get("/readyz").json()["status"] == "ready")
         assert c.get("/v1/topics/t/messages/due").json()["state"] == "delivered"
         assert c.post("/v1/topics/t/messages", json=later).status_code == 201
+
+
+def test_metrics_and_topics_cover_a_live_topic_after_a_thousand_dead_ones(
+    live: Callable[..., Any],
+) -> None:
+    """Issue 30.7: with 1,000 topics swept empty by retention, /metrics (the first 1,000
+    topics by name) lost the series of a live topic, and GET /v1/topics listed the dead."""
+    clock = FakeClock()
+    retention = 60_000
+    with (
+        live(clock=clock, retention_ms=retention, sweep_interval_ms=10**9) as app,
+        httpx.Client(base_url=app.url, timeout=30) as c,
+    ):
+        for i in range(1_000):
+            assert c.post(f"/v1/topics/dead-{i:04}/messages", json={"body": "x"}).status_code == 201
+        clock.advance(retention)
+        c.post("/v1/topics/live/messages", json={"msg_id": "m", "body": "x"})
+        got = c.post("/v1/topics/live/groups/g/receive", json={"max_messages": 1}).json()
+        assert len(got["messages"]) == 1
+        app.engine.sweeper.retain()
+        app.engine.sweeper.retain()  # the lanes found empty by the first sweep are forgotten
+        text = c.get("/metrics").text
+        listed = c.get("/v1/topics", params={"limit": 1000}).json()
+    assert sample(text, "rocktimer_group_inflight", topic="live", group="g") == 1
+    assert [t["topic"] for t in listed["items"]] == ["live"]
