@@ -15,7 +15,6 @@ retry lane) → INFLIGHT again …; after ``max_attempts`` failed attempts → D
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -51,7 +50,13 @@ from workers.receipts import (
     encode_receipt,
     encode_receipts,
 )
-from workers.retry import GroupSettings, decode_settings, encode_settings, retry_delay_ms
+from workers.retry import (
+    GroupSettings,
+    decode_settings,
+    encode_settings,
+    retry_delay_ms,
+    stored_filter,
+)
 from workers.timers import hold, invisible, retry
 from workers.timers.hold import GroupTimer
 from workers.txn import Txn
@@ -626,12 +631,7 @@ def group_settings(txn: Txn, topic: str, group: str) -> GroupSettings:
 def group_filter(txn: Txn, topic: str, group: str) -> str:
     """The group's tag filter, parsed once per distinct settings record (a receive reads
     it every time; validating the whole settings model each time cost more than the read)."""
-    return _filter_of(txn.get(CF.META, keys.group_key(topic, group)))
-
-
-@functools.lru_cache(maxsize=tagfilter.PARSED_CACHE)
-def _filter_of(raw: bytes | None) -> str:
-    return decode_settings(raw).filter
+    return stored_filter(txn.get(CF.META, keys.group_key(topic, group)))
 
 
 FILTER_HISTORY = 64  # earlier filters remembered per group (to name what they passed over)
@@ -678,7 +678,7 @@ def _passed_over(store: RocksStore, topic: str, group: str, seq: int) -> bool:
     record = store.get(CF.LOGS, keys.log_key(keys.topic_lane(topic), seq))
     if record is None:
         return False
-    expression = _filter_of(store.get(CF.META, keys.group_key(topic, group)))
+    expression = stored_filter(store.get(CF.META, keys.group_key(topic, group)))
     raw = store.get(CF.META, keys.filter_history_key(topic, group))
     for ended_at, earlier in orjson.loads(raw) if raw else []:
         if seq < ended_at:  # the cursor passed it while this earlier filter was set

@@ -51,6 +51,7 @@ RETENTION_BATCH = 1_000  # log entries (or tombstones) reclaimed per op: bounds 
 _RETRY = keys.RETRY_PREFIX.encode()
 _DLQ = keys.DLQ_PREFIX.encode()
 _WAITING = (GroupState.READY, GroupState.RETRYING)
+_TAG_COUNTERS = keys.next_seq_key(keys.TAG_PREFIX.encode())
 
 
 class Swept(NamedTuple):
@@ -59,10 +60,11 @@ class Swept(NamedTuple):
 
 
 def lanes(store: RocksStore) -> list[bytes]:
-    """Every lane in use (each has a seq counter in meta)."""
+    """Every lane in use (each has a seq counter in meta; a tag's counter is not a lane:
+    tagfilter.index)."""
     prefix = keys.next_seq_key(b"")
     found = store.scan(CF.META, prefix, keys.prefix_end(prefix), 10**9)
-    return [key[len(prefix) :] for key, _ in found]
+    return [key[len(prefix) :] for key, _ in found if not key.startswith(_TAG_COUNTERS)]
 
 
 def _groups(txn: Txn, lane: bytes) -> dict[str, int]:
@@ -216,9 +218,9 @@ def _forget_if_empty(txn: Txn, lane: bytes, swept: int, groups: dict[str, int]) 
     for group in groups:
         txn.delete(CF.META, keys.cursor_key(lane, group))
     topic = lane[:-1].decode()
-    histories = keys.filter_history_key(topic, "")
-    for key, _ in txn.scan(CF.META, histories, keys.prefix_end(histories), 10**9, new=True):
-        txn.delete(CF.META, key)
+    for prefix in (keys.filter_history_key(topic, ""), tagfilter.counters_prefix(topic)):
+        for key, _ in txn.scan(CF.META, prefix, keys.prefix_end(prefix), 10**9, new=True):
+            txn.delete(CF.META, key)
     forget_topic_if_idle(txn, topic)
 
 

@@ -316,3 +316,14 @@ def test_metrics_and_topics_cover_a_live_topic_after_a_thousand_dead_ones(
         listed = c.get("/v1/topics", params={"limit": 1000}).json()
     assert sample(text, "rocktimer_group_inflight", topic="live", group="g") == 1
     assert [t["topic"] for t in listed["items"]] == ["live"]
+
+
+def test_a_filtered_groups_backlog_in_metrics(live: Callable[..., Any]) -> None:
+    """Issue 30.17: rocktimer_group_backlog counted what the group's filter passes over."""
+    with live(clock=FakeClock()) as app, httpx.Client(base_url=app.url) as c:
+        assert c.put("/v1/topics/t/groups/g", json={"filter": "TagA"}).status_code == 200
+        for tag in ["TagB", "TagA", "TagB", "TagB"]:
+            sent = c.post("/v1/topics/t/messages", json={"body": "x", "tag": tag})
+            assert sent.status_code == 201
+        text = c.get("/metrics").text
+    assert sample(text, "rocktimer_group_backlog", topic="t", group="g") == 1

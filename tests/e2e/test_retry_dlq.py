@@ -213,3 +213,14 @@ def test_group_settings_on_an_internal_topic_are_422(client: httpx.Client, inter
     assert client.get(group_url(internal, "x")).status_code == 422
     dlq = client.put(group_url("%25DLQ%25g", "x"), json={"max_attempts": 3})
     assert dlq.status_code == 200, dlq.text  # dead letters are read by groups: theirs may be set
+
+
+def test_a_filtered_groups_backlog_over_http(client: httpx.Client, topic: str) -> None:
+    """Issue 30.17: the listing counted messages the filter will never let through as the
+    group's backlog (/metrics and the console show the same summary)."""
+    assert client.put(group_url(topic, "only-a"), json={"filter": "TagA"}).status_code == 200
+    batch = [{"body": "x", "tag": tag} for tag in ["TagB", "TagB", "TagA", "TagB"]]
+    r = client.post(f"/v1/topics/{topic}/messages/batch", json={"messages": batch})
+    assert r.status_code == 200, r.text
+    (group,) = client.get(f"/v1/topics/{topic}/groups").json()["items"]
+    assert (group["group"], group["backlog"]) == ("only-a", 1)

@@ -278,6 +278,9 @@ def test_a_topic_with_nothing_left_loses_its_counts_and_is_not_listed(
         run(engine.put_group_settings(topic, "g", GroupSettings(filter="TagA")))
         run(engine.put_group_settings(topic, "g", GroupSettings()))  # a filter history
         assert run(engine.ack(topic, "g", receive(engine, "g", topic))) == ["acked"]
+    tagged = record(dead[0], "tagged", clock.now_ms())._replace(tag="TagA")  # a tag counter
+    run(engine.send(tagged))
+    assert run(engine.ack(dead[0], "g", receive(engine, "g", dead[0]))) == ["acked"]
     run(engine.send(record("cancelled", "c", clock.now_ms() + 10_000)))
     run(engine.cancel("cancelled", "c"))
     run(engine.send(record("later", "l", clock.now_ms() + 10 * RETENTION)))  # scheduled
