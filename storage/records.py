@@ -244,14 +244,6 @@ def record_tag(record: bytes) -> str | None:
     return record[start : start + int.from_bytes(record[27:29], "big")].decode()
 
 
-def text_count(record: bytes, chars: bytes) -> int:
-    """How many bytes of ``chars`` an encoded record's text (id, topic, tag, properties,
-    body: all after the fixed header) holds, without decoding or copying it."""
-    head = record[: _MESSAGE.size]
-    in_head = len(head) - len(head.translate(None, chars))
-    return len(record) - len(record.translate(None, chars)) - in_head
-
-
 def record_is_base64(record: bytes) -> bool:
     return record[24] & 0x7F == BodyEncoding.BASE64
 

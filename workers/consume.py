@@ -39,7 +39,6 @@ from storage.records import (
     record_is_base64,
     record_tag,
     stamp_delivered,
-    text_count,
 )
 from storage.store import CF, RocksStore
 from workers import events, lanes, retention, tagfilter
@@ -81,17 +80,39 @@ _ESCAPED_LONG = bytes(c for c in range(0x20) if c not in b"\b\t\n\f\r")
 
 class Room:
     """What is left of a receive reply's byte budget; the first message always fits. One
-    per reply: a receive taken in parts (Engine.receive) shares it across them."""
+    per reply: a receive taken in parts (Engine.receive) shares it across them.
+
+    A UTF-8 body's escapes are counted only when they could matter: while even six bytes
+    a byte (the longest escape) would fit, records are taken at their raw size and kept
+    aside; their escapes are counted (two C passes each) once the budget gets close."""
 
     def __init__(self, max_bytes: int) -> None:
-        self.left = max_bytes
+        self.left = max_bytes  # the records kept aside counted at their raw size
         self.taken = 0
+        self._unsized: list[bytes] = []  # taken UTF-8 records, escapes not counted yet
+        self._slack = 0  # the most those escapes can add
 
     def fits(self, record: bytes | None) -> bool:
         return self.take([record]) == 1
 
     def take(self, records: Sequence[bytes | None]) -> int:
         """How many of ``records``, from the first, fit in what is left (taking them)."""
+        raw, most = 0, 0
+        for record in records:
+            if record is not None:
+                size = len(record) + _ITEM_OVERHEAD
+                if record_is_base64(record):
+                    size = size * 4 // 3
+                    raw, most = raw + size, most + size
+                else:
+                    raw, most = raw + size, most + size + _ESCAPE_MAX * len(record)
+        if most + self._slack <= self.left:  # all fit, whatever their escapes
+            self.left -= raw
+            self._slack += most - raw
+            self._unsized += [r for r in records if r is not None and not record_is_base64(r)]
+            self.taken += len(records)
+            return len(records)
+        self._settle()
         left, taken, n = self.left, self.taken, 0
         for record in records:
             size = _reply_bytes(record)
@@ -103,19 +124,35 @@ class Room:
         self.left, self.taken = left, taken
         return n
 
+    def _settle(self) -> None:
+        """Count the escapes of the records kept aside."""
+        for record in self._unsized:
+            self.left -= _escapes(record)
+        self._unsized, self._slack = [], 0
+
+
+_ESCAPE_MAX = 5  # the most bytes one byte of text grows by in JSON (\u0001)
+
+
+def _escapes(record: bytes) -> int:
+    """The bytes JSON's escapes add to a UTF-8 record's text: one each, four more for the
+    long ones; two C passes (~1 ns a byte; the header's few control bytes count too, a
+    bound within _ITEM_OVERHEAD's own slack)."""
+    escaped = len(record) - len(record.translate(None, _ESCAPED))
+    if not escaped:
+        return 0
+    return escaped + 4 * (len(record) - len(record.translate(None, _ESCAPED_LONG)))
+
 
 def _reply_bytes(record: bytes | None) -> int:
     """What a stored record takes in a receive reply, escapes included: a base64 body grows
-    by 4/3, a UTF-8 one by what JSON escapes in it (counted: C passes of ~1 ns a byte)."""
+    by 4/3, a UTF-8 one by what JSON escapes in it."""
     if record is None:
         return 0
     size = len(record) + _ITEM_OVERHEAD
     if record_is_base64(record):
         return size * 4 // 3
-    escaped = text_count(record, _ESCAPED)
-    if escaped:  # each takes one byte more; the long ones four more again
-        size += escaped + 4 * text_count(record, _ESCAPED_LONG)
-    return size
+    return size + _escapes(record)
 
 
 def receive(
