@@ -215,13 +215,26 @@ def _forget_if_empty(txn: Txn, lane: bytes, swept: int, groups: dict[str, int]) 
         return
     txn.delete(CF.META, keys.next_seq_key(lane))
     txn.delete(CF.META, keys.swept_key(lane))
+    topic = lane[:-1].decode()
     for group in groups:
         txn.delete(CF.META, keys.cursor_key(lane, group))
-    topic = lane[:-1].decode()
+        _forget_retry_lane(txn, topic, group)
     for prefix in (keys.filter_history_key(topic, ""), tagfilter.counters_prefix(topic)):
         for key, _ in txn.scan(CF.META, prefix, keys.prefix_end(prefix), 10**9, new=True):
             txn.delete(CF.META, key)
     forget_topic_if_idle(txn, topic)
+
+
+def _forget_retry_lane(txn: Txn, topic: str, group: str) -> None:
+    """The group's retry lane for a topic whose log is forgotten: what is left in it was
+    never read again (the group went away), its messages are gone (a ready or retrying
+    record ends with its retention), and its refs name seqs the log hands out afresh."""
+    lane = keys.retry_lane(topic, group)
+    if txn.lane_end(lane) == 0:
+        return
+    txn.delete_range(CF.LOGS, keys.log_key(lane, 0), keys.prefix_end(lane))  # nobody reads it
+    for key in (keys.next_seq_key(lane), keys.swept_key(lane), keys.cursor_key(lane, group)):
+        txn.delete(CF.META, key)
 
 
 def forget_topic_if_idle(txn: Txn, topic: str) -> bool:

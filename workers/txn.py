@@ -30,8 +30,9 @@ class Txn:
     the other ops of the batch are untouched, so one bad request never writes half.
     Range deletes are not visible to reads; they only ever cover timer keys that the
     batch has already moved (see Writer.scan_horizon), or a retry lane's entries its one
-    reader has passed. Everything else is deleted key by key, so that each op sees what
-    the ops before it in the batch did (retention beside a receive, issue 10.3).
+    reader has passed (or left behind when its topic's log was forgotten: its end is gone
+    with them). Everything else is deleted key by key, so that each op sees what the ops
+    before it in the batch did (retention beside a receive, issue 10.3).
     """
 
     def __init__(

@@ -314,3 +314,26 @@ def test_a_topic_with_nothing_left_loses_its_counts_and_is_not_listed(
     assert [g.record.msg_id for g in run(engine.receive(dead[0], "g", 10, 0, INVISIBLE))] == [
         "again"
     ]
+
+
+def test_a_retry_lane_nobody_reads_goes_with_its_topic(
+    make_engine: EngineFactory, clock: FakeClock
+) -> None:
+    """Issue 30.7: a group that failed a message and never came back kept its retry lane
+    for the topic (seq counter, cursor, the entry) after retention emptied the topic, and
+    its entries named seqs the topic's log hands out again once it starts afresh."""
+    engine = started(make_engine)
+    send_now(engine, "t", "m")
+    assert run(engine.nack("t", "left", receive(engine, "left"), 0)) == ["nacked"]  # ready
+    assert run(engine.nack("t", "later", receive(engine, "later"), 600_000)) == ["nacked"]
+    assert every(engine.store, CF.LOGS) != [keys.log_key(keys.topic_lane("t"), 0)]
+    clock.advance(RETENTION)
+    engine.sweeper.retain()
+    engine.sweeper.retain()  # the lanes found empty by the first sweep are forgotten
+    assert every(engine.store, CF.LOGS) == []
+    assert bookkeeping(engine.store) == []
+    assert retention.lanes(engine.store) == []
+    send_now(engine, "t", "new")  # seq 0 again: read once, by each group
+    for group in ("left", "later"):
+        got = run(engine.receive("t", group, 10, 0, INVISIBLE))
+        assert [(g.record.msg_id, g.attempt) for g in got] == [("new", 1)]
