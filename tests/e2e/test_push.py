@@ -337,7 +337,7 @@ def test_a_push_groups_own_receive_is_not_counted_as_a_long_poll(
             [
                 sys.executable,
                 "-c",
-                "import httpx, sys; httpx.post(sys.argv[1], json={'wait_ms': 4000}, timeout=30)",
+                "import httpx, sys; httpx.post(sys.argv[1], json={'wait_ms': 30000}, timeout=60)",
                 f"{srv.url}/v1/topics/quiet/groups/g/receive",
             ]
         )
@@ -345,4 +345,5 @@ def test_a_push_groups_own_receive_is_not_counted_as_a_long_poll(
             wait_until(lambda: counts() != (0, 0))
             assert counts() == (1, 1)
         finally:
+            poll.kill()
             poll.wait(30)
