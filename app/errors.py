@@ -173,7 +173,8 @@ def field_errors(raw: Sequence[Any], prefix: Sequence[str | int] = ()) -> list[d
         field = (
             ".".join(str(p) for p in loc[1:]) if len(loc) > 1 else (named[-1] if named else "body")
         )
-        out.append({"loc": loc, "field": field or "body", "reason": str(err.get("msg", "invalid"))})
+        reason = str(err.get("msg", "invalid")).removeprefix("Value error, ")  # our own words
+        out.append({"loc": loc, "field": field or "body", "reason": reason})
     if len(raw) > MAX_FIELD_ERRORS:
         more = len(raw) - MAX_FIELD_ERRORS
         out.append({"loc": list(prefix), "field": "body", "reason": f"and {more} more errors"})

@@ -145,7 +145,7 @@ class EngineCollector(Collector):
             e.put_queue.qsize(),
         )
         yield GaugeMetricFamily(
-            "rocktimer_long_polls", "Receivers waiting in a long poll", e.long_polls.waiting
+            "rocktimer_long_polls", "Clients waiting in a long poll", e.long_polls.waiting
         )
         yield GaugeMetricFamily("rocktimer_streams", "Streaming receives open", len(e.streams))
         yield GaugeMetricFamily(

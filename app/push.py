@@ -106,7 +106,7 @@ class GroupPusher:
                 await self.room.wait()
             try:
                 got = await self.engine.receive(
-                    self.topic, self.group, wanted, RECEIVE_WAIT_MS, invisible_ms
+                    self.topic, self.group, wanted, RECEIVE_WAIT_MS, invisible_ms, own=True
                 )
             except Overloaded:
                 await asyncio.sleep(BACKOFF_S)

@@ -18,6 +18,7 @@ from app.defaults import (
     MAX_BATCH,
     RECEIVE_WAIT_MS_MAX,
 )
+from workers import tagfilter
 from workers.retry import DELAY_LEVELS_MS, GroupSettings
 from workers.webhook import MAX_RETRY_DELAY_MS, PushSettings
 
@@ -39,6 +40,17 @@ def addressable(msg_id: str) -> str:
 MsgId = Annotated[
     str, Field(pattern=MSG_ID_PATTERN, examples=["order-42"]), AfterValidator(addressable)
 ]
+
+
+def nameable(tag: str) -> str:
+    """Refuse a tag no tag filter could name (a group would receive it only with ``*``)."""
+    problem = tagfilter.tag_problem(tag)
+    if problem is not None:
+        raise ValueError(problem)
+    return tag
+
+
+Tag = Annotated[str, Field(min_length=1, max_length=tagfilter.TAG_MAX), AfterValidator(nameable)]
 Millis = Annotated[int, Field(ge=0, le=U63)]
 
 
@@ -75,7 +87,7 @@ class SendMessage(_Strict):
     body: str
     body_encoding: Literal["utf8", "base64"] = "utf8"
     properties: dict[str, Annotated[str, Field(max_length=4096)]] | None = None
-    tag: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    tag: Tag | None = None
     deliver_at_ms: Millis | None = None
     delay_ms: Millis | None = None
     delay_level: Annotated[int, Field(ge=1, le=len(DELAY_LEVELS_MS))] | None = None
@@ -105,7 +117,7 @@ class PutSchedule(_Strict):
     body: str
     body_encoding: Literal["utf8", "base64"] = "utf8"
     properties: dict[str, Annotated[str, Field(max_length=4096)]] | None = None
-    tag: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    tag: Tag | None = None
     start_at_ms: Millis | None = None
     end_at_ms: Millis | None = None
 

@@ -184,10 +184,12 @@ def filter_history_key(topic: str, group: str) -> bytes:
     return b"filters" + SEP + topic.encode() + SEP + group.encode()
 
 
-# --- tag index (logs): %TAG%topic ‖ 0x00 ‖ blake2b-8(tag) ‖ u64be(seq), value empty --------
+# --- tag index (logs): %TAG%topic ‖ 0x00 ‖ blake2b-8(tag) ‖ u64be(seq) -> u64be(number) ---
 # A topic log's entries by tag, so that a filtered group reads what matches, not all. The
-# tag goes in hashed: fixed length (a tag may hold any character); a collision only makes
-# the reader look at a record whose tag it then checks.
+# tag goes in hashed: fixed length; a collision only makes the reader look at a record
+# whose tag it then checks. The value numbers the entry among the topic's entries of its
+# tag, from a counter kept as a lane's seq is (next_seq_key of the tag's prefix): a
+# filtered group's backlog is read from it (workers/tagfilter.py).
 
 
 def tag_prefix(topic: str, tag: str) -> bytes:

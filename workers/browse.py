@@ -15,7 +15,8 @@ from typing import NamedTuple
 from storage import keys
 from storage.records import MessageRecord, decode_counts
 from storage.store import CF, RocksStore
-from workers.retry import decode_settings
+from workers import tagfilter
+from workers.retry import decode_settings, stored_filter
 from workers.timers import message
 from workers.webhook import PushSettings
 
@@ -72,21 +73,28 @@ def group_summary(store: RocksStore, topic: str, group: str) -> GroupSummary:
     inflight, retrying, dead = decode_counts(
         store.get(CF.META, keys.group_counts_key(topic, group))
     )
-    backlog = _unread(store, keys.topic_lane(topic), group) + _unread(
-        store, keys.retry_lane(topic, group), group
-    )
+    wanted = tagfilter.tags(stored_filter(store.get(CF.META, keys.group_key(topic, group))))
+    backlog = _unread(store, topic, group, wanted) + _unread(store, topic, group, None, retry=True)
     return GroupSummary(group, backlog, inflight, retrying, dead)
 
 
-def _unread(store: RocksStore, lane: bytes, group: str) -> int:
-    """Entries of ``lane`` past the group's cursor that retention has not reclaimed."""
+def _unread(
+    store: RocksStore, topic: str, group: str, wanted: frozenset[str] | None, retry: bool = False
+) -> int:
+    """Entries of the topic's log (or the group's retry lane) past the group's cursor that
+    retention has not reclaimed; with a filter (``wanted``), only those it would receive
+    (a retry lane holds only messages the group received)."""
+    lane = keys.retry_lane(topic, group) if retry else keys.topic_lane(topic)
     end, cursor, swept = (
         keys.read_u64(raw) if raw else 0
         for raw in store.get_many(
             CF.META, [keys.next_seq_key(lane), keys.cursor_key(lane, group), keys.swept_key(lane)]
         )
     )
-    return max(0, end - max(cursor, swept))
+    position = max(cursor, swept)
+    if wanted is None:
+        return max(0, end - position)
+    return tagfilter.unread(store, topic, wanted, position)
 
 
 def scheduled(
@@ -117,6 +125,8 @@ def push_groups(store: RocksStore) -> dict[tuple[str, str], PushSettings]:
     while page := store.scan(CF.META, start, end, SETTINGS_PAGE):
         for key, value in page:
             topic, group = keys.decode_group_key(key)
+            if keys.is_internal(topic):
+                continue  # stored before such settings were refused: nothing to push there
             push = decode_settings(value, f"{topic}/{group}").push
             if push is not None:
                 found[topic, group] = push

@@ -15,7 +15,6 @@ retry lane) → INFLIGHT again …; after ``max_attempts`` failed attempts → D
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -50,7 +49,13 @@ from workers.receipts import (
     encode_receipt,
     encode_receipts,
 )
-from workers.retry import GroupSettings, decode_settings, encode_settings, retry_delay_ms
+from workers.retry import (
+    GroupSettings,
+    decode_settings,
+    encode_settings,
+    retry_delay_ms,
+    stored_filter,
+)
 from workers.timers import hold, invisible, retry
 from workers.timers.hold import GroupTimer
 from workers.timers.kind import one_at_a_time
@@ -65,23 +70,50 @@ class Received(NamedTuple):
     receipt: str
 
 
-MAX_RECEIVE_BYTES = 8 * 1024 * 1024  # a receive reply's messages, about (api.md, Edges)
+MAX_RECEIVE_BYTES = 8 * 1024 * 1024  # a receive reply's size, about (api.md, Edges)
 _ITEM_OVERHEAD = 256  # the JSON around one message: names, times, receipt
+# What JSON escapes in a record's text (body, tag; properties are stored as JSON already):
+# every control character, '"' and '\\' take two bytes (\n, \", ...), and the control
+# characters without a short escape six (\u0001): a body of those is six times its size.
+_ESCAPED = bytes(range(0x20)) + b'"\\'
+_ESCAPED_LONG = bytes(c for c in range(0x20) if c not in b"\b\t\n\f\r")
 
 
 class Room:
     """What is left of a receive reply's byte budget; the first message always fits. One
-    per reply: a receive taken in parts (Engine.receive) shares it across them."""
+    per reply: a receive taken in parts (Engine.receive) shares it across them.
+
+    A UTF-8 body's escapes are counted only when they could matter: while even six bytes
+    a byte (the longest escape) would fit, records are taken at their raw size and kept
+    aside; their escapes are counted (two C passes each) once the budget gets close."""
 
     def __init__(self, max_bytes: int) -> None:
-        self.left = max_bytes
+        self.left = max_bytes  # the records kept aside counted at their raw size
         self.taken = 0
+        self._unsized: list[bytes] = []  # taken UTF-8 records, escapes not counted yet
+        self._slack = 0  # the most those escapes can add
 
     def fits(self, record: bytes | None) -> bool:
         return self.take([record]) == 1
 
     def take(self, records: Sequence[bytes | None]) -> int:
         """How many of ``records``, from the first, fit in what is left (taking them)."""
+        raw, most = 0, 0
+        for record in records:
+            if record is not None:
+                size = len(record) + _ITEM_OVERHEAD
+                if record_is_base64(record):
+                    size = size * 4 // 3
+                    raw, most = raw + size, most + size
+                else:
+                    raw, most = raw + size, most + size + _ESCAPE_MAX * len(record)
+        if most + self._slack <= self.left:  # all fit, whatever their escapes
+            self.left -= raw
+            self._slack += most - raw
+            self._unsized += [r for r in records if r is not None and not record_is_base64(r)]
+            self.taken += len(records)
+            return len(records)
+        self._settle()
         left, taken, n = self.left, self.taken, 0
         for record in records:
             size = _reply_bytes(record)
@@ -93,13 +125,35 @@ class Room:
         self.left, self.taken = left, taken
         return n
 
+    def _settle(self) -> None:
+        """Count the escapes of the records kept aside."""
+        for record in self._unsized:
+            self.left -= _escapes(record)
+        self._unsized, self._slack = [], 0
+
+
+_ESCAPE_MAX = 5  # the most bytes one byte of text grows by in JSON (\u0001)
+
+
+def _escapes(record: bytes) -> int:
+    """The bytes JSON's escapes add to a UTF-8 record's text: one each, four more for the
+    long ones; two C passes (~1 ns a byte; the header's few control bytes count too, a
+    bound within _ITEM_OVERHEAD's own slack)."""
+    escaped = len(record) - len(record.translate(None, _ESCAPED))
+    if not escaped:
+        return 0
+    return escaped + 4 * (len(record) - len(record.translate(None, _ESCAPED_LONG)))
+
 
 def _reply_bytes(record: bytes | None) -> int:
-    """About what a stored record takes in a receive reply (a base64 body grows by 4/3)."""
+    """What a stored record takes in a receive reply, escapes included: a base64 body grows
+    by 4/3, a UTF-8 one by what JSON escapes in it."""
     if record is None:
         return 0
     size = len(record) + _ITEM_OVERHEAD
-    return size * 4 // 3 if record_is_base64(record) else size
+    if record_is_base64(record):
+        return size * 4 // 3
+    return size + _escapes(record)
 
 
 def receive(
@@ -615,12 +669,7 @@ def group_settings(txn: Txn, topic: str, group: str) -> GroupSettings:
 def group_filter(txn: Txn, topic: str, group: str) -> str:
     """The group's tag filter, parsed once per distinct settings record (a receive reads
     it every time; validating the whole settings model each time cost more than the read)."""
-    return _filter_of(txn.get(CF.META, keys.group_key(topic, group)))
-
-
-@functools.lru_cache(maxsize=tagfilter.PARSED_CACHE)
-def _filter_of(raw: bytes | None) -> str:
-    return decode_settings(raw).filter
+    return stored_filter(txn.get(CF.META, keys.group_key(topic, group)))
 
 
 FILTER_HISTORY = 64  # earlier filters remembered per group (to name what they passed over)
@@ -667,7 +716,7 @@ def _passed_over(store: RocksStore, topic: str, group: str, seq: int) -> bool:
     record = store.get(CF.LOGS, keys.log_key(keys.topic_lane(topic), seq))
     if record is None:
         return False
-    expression = _filter_of(store.get(CF.META, keys.group_key(topic, group)))
+    expression = stored_filter(store.get(CF.META, keys.group_key(topic, group)))
     raw = store.get(CF.META, keys.filter_history_key(topic, group))
     for ended_at, earlier in orjson.loads(raw) if raw else []:
         if seq < ended_at:  # the cursor passed it while this earlier filter was set

@@ -30,16 +30,22 @@ _WAITING, _CLAIMED, _CANCELLED = range(3)
 
 
 class Parked:
-    """One long poll waiting on ``topic``: its receive op and the future for the result."""
+    """One long poll waiting on ``topic``: its receive op and the future for the result.
+    ``own``: the service's own (a webhook's receive loop), not a client's: not counted."""
 
-    __slots__ = ("future", "receive", "state", "topic")
+    __slots__ = ("future", "own", "receive", "state", "topic")
 
     def __init__(
-        self, topic: str, receive: Callable[[Txn], Any], future: asyncio.Future[Any]
+        self,
+        topic: str,
+        receive: Callable[[Txn], Any],
+        future: asyncio.Future[Any],
+        own: bool = False,
     ) -> None:
         self.topic = topic
         self.receive = receive
         self.future = future
+        self.own = own
         self.state = _WAITING
 
 
@@ -94,5 +100,6 @@ class LongPolls:
 
     @property
     def waiting(self) -> int:
+        """Clients waiting in a long poll (the service's own receive loops left out)."""
         with self._lock:
-            return sum(len(w) for w in self._parked.values())
+            return sum(not p.own for w in self._parked.values() for p in w)

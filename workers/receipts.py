@@ -23,7 +23,12 @@ MAC_BYTES = 16
 RECEIPT_CHARS = 43  # base64 of 8 + 8 + 16 bytes, unpadded
 _PADDED = RECEIPT_CHARS + 1  # as binascii writes it: one "=" after
 _TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
-_FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
+# From URL-safe base64; '+' and '/' become '!', which strict decoding refuses: one value has
+# one spelling (standard base64's characters would be a second)
+_FROM_URLSAFE = bytes.maketrans(b"-_+/", b"+/!!")
+# The last of 43 characters carries 2 bits that are not data: those with them zero. Any
+# other would decode to the same value, a third, fourth and fifth spelling.
+_CANONICAL_LAST = frozenset("AEIMQUYcgkosw048")
 
 
 class Receipt(NamedTuple):
@@ -68,11 +73,16 @@ def decode_receipts(
     keyed = _keyed(secret, topic, group)
     out: list[Receipt | None] = []
     for receipt in receipts:
-        if len(receipt) != RECEIPT_CHARS or not receipt.isascii():
+        if (
+            len(receipt) != RECEIPT_CHARS
+            or not receipt.isascii()
+            or receipt[-1] not in _CANONICAL_LAST
+        ):
             out.append(None)
             continue
         try:
-            raw = binascii.a2b_base64(receipt.encode().translate(_FROM_URLSAFE) + b"=")
+            text = receipt.encode().translate(_FROM_URLSAFE) + b"="
+            raw = binascii.a2b_base64(text, strict_mode=True)
         except (binascii.Error, ValueError):
             out.append(None)
             continue

@@ -19,7 +19,8 @@ While a group holds a message past its retention (in flight, or a dead letter) i
 entry and its status stay, and its msg_id cannot be used again; a ``held`` key in meta
 lists it, and each sweep reclaims it once nobody holds it. Then the msg_id may be reused.
 Cancel tombstones go ``retention_ms`` after the cancel. A lane with nothing left loses its
-meta keys too (seq counter, sweep marker, cursors): nothing grows without bound.
+meta keys too (seq counter, sweep marker, cursors), and a topic with nothing left its
+counts (forget_topic_if_idle): nothing grows without bound.
 
 Every op here runs on the writer, deleting key by key through the Txn, so the ops after
 it in the same batch (a receive) see what it did (issue 10.3).
@@ -33,6 +34,7 @@ from typing import NamedTuple
 from storage import keys
 from storage.records import (
     INDEX,
+    NO_COUNTS,
     GroupState,
     MessageState,
     decode_index,
@@ -49,6 +51,7 @@ RETENTION_BATCH = 1_000  # log entries (or tombstones) reclaimed per op: bounds 
 _RETRY = keys.RETRY_PREFIX.encode()
 _DLQ = keys.DLQ_PREFIX.encode()
 _WAITING = (GroupState.READY, GroupState.RETRYING)
+_TAG_COUNTERS = keys.next_seq_key(keys.TAG_PREFIX.encode())
 
 
 class Swept(NamedTuple):
@@ -57,10 +60,11 @@ class Swept(NamedTuple):
 
 
 def lanes(store: RocksStore) -> list[bytes]:
-    """Every lane in use (each has a seq counter in meta)."""
+    """Every lane in use (each has a seq counter in meta; a tag's counter is not a lane:
+    tagfilter.index)."""
     prefix = keys.next_seq_key(b"")
     found = store.scan(CF.META, prefix, keys.prefix_end(prefix), 10**9)
-    return [key[len(prefix) :] for key, _ in found]
+    return [key[len(prefix) :] for key, _ in found if not key.startswith(_TAG_COUNTERS)]
 
 
 def _groups(txn: Txn, lane: bytes) -> dict[str, int]:
@@ -201,16 +205,59 @@ def dead_seq(txn: Txn, group: str, topic: str, msg_id: str, dead_at_ms: int) -> 
 
 
 def _forget_if_empty(txn: Txn, lane: bytes, swept: int, groups: dict[str, int]) -> None:
-    """A lane whose every entry went (none held) loses its meta keys; it starts afresh."""
-    if swept == 0 or _u64_at(txn, keys.next_seq_key(lane)) != swept:
+    """A lane whose every entry went (none held) loses its meta keys; it starts afresh:
+    its seq counter, sweep marker and cursors, and what names positions in it (the
+    groups' filter histories). Its topic, if nothing else is left of it, goes too."""
+    if swept == 0 or txn.lane_end(lane) != swept:
         return
     prefix = keys.held_prefix(lane)
-    if txn.scan(CF.META, prefix, keys.prefix_end(prefix + b"\x00"), 1, new=True):
+    if txn.has_any(CF.META, prefix, keys.prefix_end(prefix + b"\x00")):
         return
     txn.delete(CF.META, keys.next_seq_key(lane))
     txn.delete(CF.META, keys.swept_key(lane))
+    topic = lane[:-1].decode()
     for group in groups:
         txn.delete(CF.META, keys.cursor_key(lane, group))
+        _forget_retry_lane(txn, topic, group)
+    for prefix in (keys.filter_history_key(topic, ""), tagfilter.counters_prefix(topic)):
+        for key, _ in txn.scan(CF.META, prefix, keys.prefix_end(prefix), 10**9, new=True):
+            txn.delete(CF.META, key)
+    forget_topic_if_idle(txn, topic)
+
+
+def _forget_retry_lane(txn: Txn, topic: str, group: str) -> None:
+    """The group's retry lane for a topic whose log is forgotten: what is left in it was
+    never read again (the group went away), its messages are gone (a ready or retrying
+    record ends with its retention), and its refs name seqs the log hands out afresh."""
+    lane = keys.retry_lane(topic, group)
+    if txn.lane_end(lane) == 0:
+        return
+    txn.delete_range(CF.LOGS, keys.log_key(lane, 0), keys.prefix_end(lane))  # nobody reads it
+    for key in (keys.next_seq_key(lane), keys.swept_key(lane), keys.cursor_key(lane, group)):
+        txn.delete(CF.META, key)
+
+
+def forget_topic_if_idle(txn: Txn, topic: str) -> bool:
+    """A topic with nothing left (no log, no message scheduled, delivered or cancelled
+    that is not reclaimed, no recurring schedule) loses its counts, and its groups theirs
+    (all zero by then): it is no longer listed (GET /v1/topics, /metrics, the console),
+    however many topics came and went. Group settings stay: they are the client's. Its
+    ``delivered`` and ``cancelled`` start again from zero if it is used again."""
+    lane = keys.topic_lane(topic)
+    schedules = keys.schedule_prefix(topic)
+    if (
+        txn.lane_end(lane) != 0
+        or txn.has_any(CF.MESSAGES, lane, keys.prefix_end(lane))
+        or txn.has_any(CF.META, schedules, keys.prefix_end(schedules))
+        or txn.counted(keys.topic_counts_key(topic))[0] != 0  # scheduled
+    ):
+        return False
+    txn.drop_counts(keys.topic_counts_key(topic))
+    groups = keys.group_counts_prefix(topic)
+    for key, _ in txn.scan(CF.META, groups, keys.prefix_end(groups), 10**9, new=True):
+        if txn.counted(key) == NO_COUNTS:
+            txn.drop_counts(key)
+    return True
 
 
 def _sweep_read(txn: Txn, lane: bytes) -> int:
@@ -237,10 +284,14 @@ def sweep_tombstones(txn: Txn, cutoff_ms: int) -> int:
     """Reclaim the cancel tombstones older than the cutoff: their msg_ids may be reused."""
     start = keys.TOMBSTONES
     found = txn.scan(CF.META, start, start + keys.due_bound(cutoff_ms + 1), RETENTION_BATCH)
+    topics: set[bytes] = set()
     for key, _ in found:
         index_key = key[len(start) + 8 :]
         raw = txn.get(CF.MESSAGES, index_key)
         if raw is not None and decode_index(raw).state is MessageState.CANCELLED:
             txn.delete(CF.MESSAGES, index_key)
+            topics.add(index_key[: index_key.index(keys.SEP)])
         txn.delete(CF.META, key)
+    for topic in sorted(topics):  # one whose messages were all cancelled: nothing is left
+        forget_topic_if_idle(txn, topic.decode())
     return len(found)

@@ -11,8 +11,9 @@ import logging
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo
 
+from workers import tagfilter
 from workers.tagfilter import EXPRESSION, MATCH_ALL
 from workers.webhook import MAX_RETRY_DELAY_MS, PushSettings
 
@@ -61,6 +62,15 @@ RetryPolicy = Annotated[
 ]
 
 
+STORED = {"stored": True}  # validation context of settings read back from the store
+
+
+def _stored(info: ValidationInfo) -> bool:
+    """Settings read back from the store: checked on their way in, under the rules of then;
+    a rule added since must not make a stored group unreadable (its receives, its push)."""
+    return isinstance(info.context, dict) and info.context.get("stored") is True
+
+
 class GroupSettings(_Strict):
     """A consumer group's settings on one topic."""
 
@@ -71,9 +81,10 @@ class GroupSettings(_Strict):
         str,
         Field(
             max_length=4096,
-            pattern=EXPRESSION,
             description='Tag expression: "*" or tags joined by "||", e.g. "TagA || TagB"',
+            json_schema_extra={"pattern": EXPRESSION},  # checked in words by tagfilter.check
         ),
+        AfterValidator(lambda f, info: f if _stored(info) else tagfilter.check(f)),
     ] = MATCH_ALL
     push: PushSettings | None = Field(
         None, description="POST each message to a URL instead of waiting for receives"
@@ -127,7 +138,7 @@ def decode_settings(raw: bytes | None, where: str = "") -> GroupSettings:
     if raw is None:
         return DEFAULT_SETTINGS
     try:
-        return GroupSettings.model_validate_json(raw)
+        return GroupSettings.model_validate_json(raw, context=STORED)
     except ValidationError:
         return _salvaged(raw, where)
 
@@ -138,14 +149,14 @@ def _salvaged(raw: bytes, where: str) -> GroupSettings:
     damaged): the fields at fault take their defaults, the rest are kept. No stored value
     may stop a start, a worker or a group's receives; a PUT stores valid ones again."""
     try:
-        return GroupSettings.model_validate_json(raw)
+        return GroupSettings.model_validate_json(raw, context=STORED)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
     bad = sorted({str(e["loc"][0]) for e in errors if e["loc"]})
     try:
         found = orjson.loads(raw)
         kept = {k: v for k, v in found.items() if k not in bad} if isinstance(found, dict) else {}
-        settings = GroupSettings.model_validate_json(orjson.dumps(kept))
+        settings = GroupSettings.model_validate_json(orjson.dumps(kept), context=STORED)
     except (orjson.JSONDecodeError, ValidationError):
         bad, settings = ["every field"], DEFAULT_SETTINGS
     reasons = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in errors)
@@ -158,3 +169,11 @@ def _salvaged(raw: bytes, where: str) -> GroupSettings:
         " (not pushed)" if "push" in bad else "",
     )
     return settings
+
+
+@functools.lru_cache(maxsize=tagfilter.PARSED_CACHE)
+def stored_filter(raw: bytes | None) -> str:
+    """The tag filter of a stored settings record, decoded once per distinct record (a
+    receive reads it every time, a backlog too; validating the whole settings model each
+    time cost more than the read)."""
+    return decode_settings(raw).filter

@@ -314,9 +314,18 @@ class Engine:
     # --- consumer calls ------------------------------------------------------------------
 
     async def receive(
-        self, topic: str, group: str, limit: int, wait_ms: int, invisible_ms: int
+        self,
+        topic: str,
+        group: str,
+        limit: int,
+        wait_ms: int,
+        invisible_ms: int,
+        *,
+        own: bool = False,
     ) -> list[consume.Received]:
         """Long poll: return as soon as one message is held, or empty after ``wait_ms``.
+        ``own``: the service's own receive (a webhook's), not counted as a client's long
+        poll.
 
         A look that finds nothing parks (workers/notify.py); the commit that next gives the
         topic something runs the parked receive as its next batch and hands back its
@@ -332,7 +341,7 @@ class Engine:
         def look(txn: Txn, n: int = min(limit, CONSUME_PART)) -> list[consume.Received]:
             return consume.receive(txn, topic, group, n, invisible_ms, room)
 
-        got = await self._first_look(topic, look, wait_ms, min(limit, CONSUME_PART))
+        got = await self._first_look(topic, look, wait_ms, min(limit, CONSUME_PART), own)
         if len(got) < CONSUME_PART or len(got) >= limit:
             return got
         # A full part: more may be there. The rest in parts queued together, so that they
@@ -350,12 +359,17 @@ class Engine:
         return got
 
     async def _first_look(
-        self, topic: str, look: Callable[[Txn], list[consume.Received]], wait_ms: int, n: int
+        self,
+        topic: str,
+        look: Callable[[Txn], list[consume.Received]],
+        wait_ms: int,
+        n: int,
+        own: bool,
     ) -> list[consume.Received]:
         loop = asyncio.get_running_loop()
         deadline = self.clock.now_ms() + wait_ms  # on the engine's clock, as every deadline
         while True:
-            parked = Parked(topic, look, loop.create_future())
+            parked = Parked(topic, look, loop.create_future(), own)
 
             def look_or_park(txn: Txn, parked: Parked = parked) -> list[consume.Received]:
                 got = look(txn)

@@ -18,6 +18,7 @@ SCAN_MIN_SEQS = 8
 # The meta values a writer keeps between batches (Txn, meta): past this many keys it
 # starts again from empty (a cursor, a lane end and a group's counts each take one).
 META_CACHE_KEYS = 65_536
+_HAS_ANY_PAGE = 64  # keys read at a time by has_any
 # undo log length, range deletes, pending delta, staged events (storage/events.py)
 Savepoint = tuple[int, int, int, tuple[int, int]]
 
@@ -29,8 +30,9 @@ class Txn:
     the other ops of the batch are untouched, so one bad request never writes half.
     Range deletes are not visible to reads; they only ever cover timer keys that the
     batch has already moved (see Writer.scan_horizon), or a retry lane's entries its one
-    reader has passed. Everything else is deleted key by key, so that each op sees what
-    the ops before it in the batch did (retention beside a receive, issue 10.3).
+    reader has passed (or left behind when its topic's log was forgotten: its end is gone
+    with them). Everything else is deleted key by key, so that each op sees what the ops
+    before it in the batch did (retention beside a receive, issue 10.3).
     """
 
     def __init__(
@@ -133,6 +135,20 @@ class Txn:
             live.sort()
         return live[:limit]
 
+    def has_any(self, cf: str, start: bytes, end: bytes) -> bool:
+        """Whether ``[start, end)`` holds a key as this batch left it so far (a page at a
+        time past the keys it deleted: ``scan(limit=1)`` may find only a deleted one)."""
+        staged = self._staged[cf]
+        if any(start <= k < end and v is not None for k, v in staged.items()):
+            return True
+        while found := self.store.scan(cf, start, end, _HAS_ANY_PAGE):
+            if any(staged.get(key, value) is not None for key, value in found):
+                return True
+            if len(found) < _HAS_ANY_PAGE:
+                return False
+            start = keys.successor(found[-1][0])
+        return False
+
     # --- writes --------------------------------------------------------------------------
 
     def put(self, cf: str, key: bytes, value: bytes) -> None:
@@ -196,6 +212,21 @@ class Txn:
     ) -> None:
         """Move a group's counts on a topic (GET /v1/topics/{topic}/groups, /metrics)."""
         self._count(keys.group_counts_key(topic, group), (inflight, retrying, dead))
+
+    def counted(self, key: bytes) -> Counts:
+        """A counts key's values as this batch leaves them so far (its deltas included)."""
+        x, y, z = decode_counts(self.get(CF.META, key))
+        delta = self.counts.get(key)
+        return (x, y, z) if delta is None else (x + delta[0], y + delta[1], z + delta[2])
+
+    def drop_counts(self, key: bytes) -> None:
+        """Delete a counts key and this batch's deltas to it (its thing is gone: a topic or
+        a group's record of one); a later count in the batch starts it again from zero."""
+        counts = self.counts
+        old = counts.get(key)
+        self._undo.append((counts, key, _MISSING if old is None else old))
+        counts[key] = (0, 0, 0)  # nothing to merge at commit
+        self.delete(CF.META, key)
 
     def _count(self, key: bytes, delta: Counts) -> None:
         counts = self.counts

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from app.defaults import PAGE_DEFAULT, PAGE_MAX
-from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, settings_of
+from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic, settings_of
 from app.errors import InvalidInput
 from app.openapi import BODY, V1, WRITE, json_body, replies
 from app.routes.common import (
@@ -40,6 +40,7 @@ router = APIRouter(
 )
 async def put_group_settings(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)
+    readable_topic(topic)  # no group reads an internal lane: settings there would be dead
     settings = await parse(request, GroupSettings)
     if settings.push is not None:
         allowed = settings_of(request).allowed_push_hosts

@@ -243,4 +243,5 @@ async def get_group_message(
 )
 async def get_group_settings(topic: TopicPath, group: GroupPath, request: Request) -> Response:
     engine = engine_of(request)
+    readable_topic(topic)
     return json_response(engine.group_settings(topic, group).shown())

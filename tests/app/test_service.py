@@ -291,3 +291,41 @@ def test_lagging_deliveries_show_in_readyz_and_metrics_and_sends_get_429(
         wait_until(lambda: c.get("/readyz").json()["status"] == "ready")
         assert c.get("/v1/topics/t/messages/due").json()["state"] == "delivered"
         assert c.post("/v1/topics/t/messages", json=later).status_code == 201
+
+
+def test_metrics_and_topics_cover_a_live_topic_after_a_thousand_dead_ones(
+    live: Callable[..., Any],
+) -> None:
+    """Issue 30.7: with 1,000 topics swept empty by retention, /metrics (the first 1,000
+    topics by name) lost the series of a live topic, and GET /v1/topics listed the dead."""
+    clock = FakeClock()
+    retention = 60_000
+    with (
+        live(
+            clock=clock, retention_ms=retention, sweep_interval_ms=86_400_000
+        ) as app,  # a day: the most it may be
+        httpx.Client(base_url=app.url, timeout=30) as c,
+    ):
+        for i in range(1_000):
+            assert c.post(f"/v1/topics/dead-{i:04}/messages", json={"body": "x"}).status_code == 201
+        clock.advance(retention)
+        c.post("/v1/topics/live/messages", json={"msg_id": "m", "body": "x"})
+        got = c.post("/v1/topics/live/groups/g/receive", json={"max_messages": 1}).json()
+        assert len(got["messages"]) == 1
+        app.engine.sweeper.retain()
+        app.engine.sweeper.retain()  # the lanes found empty by the first sweep are forgotten
+        text = c.get("/metrics").text
+        listed = c.get("/v1/topics", params={"limit": 1000}).json()
+    assert sample(text, "rocktimer_group_inflight", topic="live", group="g") == 1
+    assert [t["topic"] for t in listed["items"]] == ["live"]
+
+
+def test_a_filtered_groups_backlog_in_metrics(live: Callable[..., Any]) -> None:
+    """Issue 30.17: rocktimer_group_backlog counted what the group's filter passes over."""
+    with live(clock=FakeClock()) as app, httpx.Client(base_url=app.url) as c:
+        assert c.put("/v1/topics/t/groups/g", json={"filter": "TagA"}).status_code == 200
+        for tag in ["TagB", "TagA", "TagB", "TagB"]:
+            sent = c.post("/v1/topics/t/messages", json={"body": "x", "tag": tag})
+            assert sent.status_code == 201
+        text = c.get("/metrics").text
+    assert sample(text, "rocktimer_group_backlog", topic="t", group="g") == 1

@@ -140,6 +140,19 @@ def test_dead_letter_is_redriven_by_a_click(console: Opener, server: Server, sho
         assert c.get(f"/v1/topics/{topic}/groups/{group}/dlq").json()["items"] == []
 
 
+def test_the_dead_letter_index_covers_every_topic(console: Opener, server: Server) -> None:
+    """Issue 30.7: the index read the first 100 topics only: a dead letter in the 101st by
+    name was not shown. It follows the listing's pages to the end."""
+    run = uuid.uuid4().hex[:8]
+    topic = f"zz-{run}"  # after every other topic of the session by name
+    with api(server) as c:
+        for i in range(101):
+            _send(c, f"a-{run}-{i:03}", "m")
+        _dead_letter(c, topic, "late", "poison")
+        page = console("#/dead")
+        expect(page.locator("tbody tr", has_text=topic)).to_have_count(1)
+
+
 def test_group_settings_are_edited_and_saved(console: Opener, server: Server, shots: Path) -> None:
     topic, group = _topic(), "reports"
     with api(server) as c:

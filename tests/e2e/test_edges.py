@@ -84,6 +84,29 @@ def test_a_receive_reply_is_capped_by_bytes_but_carries_at_least_one(
         assert len(r.json()["messages"]) == 4
 
 
+@pytest.mark.parametrize("char", ["\x01", "\n", '"'])
+def test_the_receive_cap_counts_the_reply_as_serialized(
+    fresh_server: Callable[..., Server], char: str
+) -> None:
+    """Issue 30.6: a control character escapes to six bytes in JSON (\\u0001), a newline or
+    a quote to two: bodies full of them built a 47 MB reply under the 8 MiB cap, which
+    counted their stored bytes."""
+    cap = 256 * 1024
+    srv = fresh_server(ROCKTIMER_MAX_RECEIVE_BYTES=str(cap))
+    body = char * (16 * 1024)
+    with httpx.Client(base_url=srv.url, timeout=40) as c:
+        batch = [{"msg_id": f"m{i}", "body": body} for i in range(40)]
+        assert c.post("/v1/topics/esc/messages/batch", json={"messages": batch}).status_code == 200
+        got = 0
+        while got < len(batch):
+            r = c.post("/v1/topics/esc/groups/g/receive", json={"max_messages": 1000})
+            n = len(r.json()["messages"])
+            assert n >= 1
+            assert n == 1 or len(r.content) <= cap, (n, len(r.content))
+            got += n
+        assert got == len(batch)
+
+
 @pytest.mark.parametrize("size", [33 * 1024, 64 * 1024, 1024 * 1024])
 def test_request_headers_over_32_kib_are_refused(server: Server, size: int) -> None:
     """Issue 10.8: one 64 MiB header was accepted (RSS +128 MB). Whole in one read (counted

@@ -388,3 +388,40 @@ def test_stored_push_settings_that_cannot_be_used_do_not_stop_the_start(
     log = server.logs()
     for group in ("zero", "crlf", "junk"):
         assert f"group t/{group} are not valid" in log, log
+
+
+def test_a_push_groups_own_receive_is_not_counted_as_a_long_poll(
+    fresh_server: Callable[..., Server], receiver: Receiver
+) -> None:
+    """Issue 30.17: the rocktimer_long_polls gauge and the console's "long polls waiting"
+    counted the service's own webhook receive loops as clients."""
+    srv = fresh_server()
+    with httpx.Client(base_url=srv.url, timeout=40) as c:
+        r = c.put("/v1/topics/pushed/groups/hook", json={"push": {"url": receiver.url("/ok")}})
+        assert r.status_code == 200, r.text
+        send(c, "pushed", 1)
+        wait_until(lambda: len(receiver.of("/ok")) == 1)  # its loop runs, and parks again
+
+        def counts() -> tuple[float, int]:
+            gauge = next(
+                float(line.rsplit(" ", 1)[1])
+                for line in c.get("/metrics").text.splitlines()
+                if line.startswith("rocktimer_long_polls ")
+            )
+            return gauge, c.get("/v1/stats").json()["long_polls"]
+
+        assert counts() == (0, 0)
+        poll = subprocess.Popen(  # a client's long poll, from another process
+            [
+                sys.executable,
+                "-c",
+                "import httpx, sys; httpx.post(sys.argv[1], json={'wait_ms': 30000}, timeout=60)",
+                f"{srv.url}/v1/topics/quiet/groups/g/receive",
+            ]
+        )
+        try:
+            wait_until(lambda: counts() != (0, 0))
+            assert counts() == (1, 1)
+        finally:
+            poll.kill()
+            poll.wait(30)

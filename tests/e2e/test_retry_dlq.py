@@ -160,3 +160,70 @@ def test_a_tag_filter_over_http(client: httpx.Client, topic: str) -> None:
     assert [m["msg_id"] for m in got] == ["a", "b"]
     view = client.get(f"{group_url(topic, 'tags')}/messages/c").json()
     assert view["state"] == "filtered"
+
+
+@pytest.mark.parametrize(
+    ("expression", "words"),
+    [
+        ("a b", "space"),
+        ("TagA | TagB", "single '|'"),
+        ("TagA ||", "empty tag"),
+        ("*||a", "'*'"),
+        ("a\u0000", "control character U+0000"),
+        ("a||b\u0001", "control character U+0001"),
+        ("x" * 129, "over 128 characters"),
+    ],
+)
+def test_a_filter_that_could_never_match_is_422_in_words(
+    client: httpx.Client, topic: str, expression: str, words: str
+) -> None:
+    """Issue 30.9: a filter naming a tag no message can carry (NUL) was stored, and a
+    malformed one's 422 showed the raw regex."""
+    r = client.put(group_url(topic, "g"), json={"filter": expression})
+    assert r.status_code == 422, r.text
+    reason = r.json()["errors"][0]["reason"]
+    assert r.json()["errors"][0]["field"] == "filter"
+    assert words in reason, reason
+    assert "pattern" not in r.text, r.text
+    assert "\\s" not in r.text, r.text
+    assert client.get(group_url(topic, "g")).json()["filter"] == "*"
+
+
+@pytest.mark.parametrize("tag", ["a||b", "a b", "a\u0000", "a*", " a", "a|b"])
+def test_a_tag_no_filter_could_name_is_422(client: httpx.Client, topic: str, tag: str) -> None:
+    """Issue 30.9: a message tagged so could be received only by a group without a filter."""
+    for path, body in [
+        (f"/v1/topics/{topic}/messages", {"body": "x", "tag": tag}),
+        (f"/v1/topics/{topic}/schedules/s", {"every_ms": 60_000, "body": "x", "tag": tag}),
+    ]:
+        r = client.request("POST" if path.endswith("messages") else "PUT", path, json=body)
+        assert r.status_code == 422, r.text
+        assert r.json()["errors"][0]["field"] == "tag", r.text
+    assert client.get(f"/v1/topics/{topic}/messages", params={"state": "scheduled"}).json() == {
+        "items": []
+    }
+
+
+@pytest.mark.parametrize(
+    "internal", ["%25RETRY%25g", "%25INVISIBLE%25g", "%25SCHEDULE%25g", "%25TAG%25g"]
+)
+def test_group_settings_on_an_internal_topic_are_422(client: httpx.Client, internal: str) -> None:
+    """Issue 30.9: settings on %RETRY%g were stored (200), and a push there idled on an
+    internal lane."""
+    r = client.put(group_url(internal, "x"), json={"max_attempts": 3})
+    assert r.status_code == 422, r.text
+    assert "internal" in r.json()["detail"]
+    assert client.get(group_url(internal, "x")).status_code == 422
+    dlq = client.put(group_url("%25DLQ%25g", "x"), json={"max_attempts": 3})
+    assert dlq.status_code == 200, dlq.text  # dead letters are read by groups: theirs may be set
+
+
+def test_a_filtered_groups_backlog_over_http(client: httpx.Client, topic: str) -> None:
+    """Issue 30.17: the listing counted messages the filter will never let through as the
+    group's backlog (/metrics and the console show the same summary)."""
+    assert client.put(group_url(topic, "only-a"), json={"filter": "TagA"}).status_code == 200
+    batch = [{"body": "x", "tag": tag} for tag in ["TagB", "TagB", "TagA", "TagB"]]
+    r = client.post(f"/v1/topics/{topic}/messages/batch", json={"messages": batch})
+    assert r.status_code == 200, r.text
+    (group,) = client.get(f"/v1/topics/{topic}/groups").json()["items"]
+    assert (group["group"], group["backlog"]) == ("only-a", 1)

@@ -4,6 +4,7 @@ receive passes over a bounded number of messages."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from pydantic import ValidationError
 
@@ -12,7 +13,7 @@ from storage.records import MessageRecord
 from storage.store import CF, RocksStore
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import run
-from workers import messages
+from workers import browse, messages
 from workers.clock import FakeClock
 from workers.retry import GroupSettings
 from workers.runner import Engine
@@ -124,3 +125,81 @@ def test_retention_takes_the_tag_index_with_the_log(
     clock.advance(5_000)
     engine.sweeper.retain()
     assert engine.store.scan(CF.LOGS, b"%TAG%", b"%TAG&", 10) == []
+
+
+def test_settings_stored_under_older_rules_are_still_read(engine: Engine) -> None:
+    """Issue 30.9: a filter with a NUL, or settings (a push) on an internal topic, are
+    refused on the way in now; stored before, they must neither stop a receive nor the
+    pushers' start (browse.push_groups), which skips internal topics."""
+    push = {"url": "http://127.0.0.1:9/hook"}
+    stored = {
+        keys.group_key("t", "g"): {"filter": "TagA\x00"},
+        keys.group_key("%RETRY%g", "x"): {"push": push},
+        keys.group_key("t", "pushed"): {"push": push},
+    }
+
+    def put(txn: Txn) -> None:
+        for key, value in stored.items():
+            txn.put(CF.META, key, orjson.dumps(value))
+
+    engine.writer.call(put, durable=True)
+    deliver(engine, "a", "TagA")
+    assert received(engine, "g") == []  # the stored filter still applies, as stored
+    assert engine.group_settings("t", "g").filter == "TagA\x00"
+    assert set(browse.push_groups(engine.store)) == {("t", "pushed")}
+
+
+def backlog(engine: Engine, group: str) -> int:
+    """The group's backlog as the groups listing, /metrics and the console show it."""
+    return browse.group_summary(engine.store, "t", group).backlog
+
+
+def test_a_filtered_groups_backlog_counts_only_what_it_can_receive(
+    make_engine: EngineFactory, clock: FakeClock
+) -> None:
+    """Issue 30.17: a filtered group's backlog (groups listing, /metrics, console) counted
+    every message after its cursor, those it will never receive too, until a receive
+    passed them over: an alert on it fired for a group that was keeping up."""
+    engine = make_engine(retention_ms=60_000, sweep_interval_ms=10**9)
+    engine.start()
+    set_filter(engine, "a", "TagA")
+    set_filter(engine, "ac", " TagA || TagC ")
+    tags = ["TagB"] * 5 + ["TagA", None, "TagC", "TagA", None, "TagB"]
+    for i, tag in enumerate(tags):
+        deliver(engine, f"m{i}", tag)
+    assert backlog(engine, "a") == 2
+    assert backlog(engine, "ac") == 3
+    assert backlog(engine, "all") == len(tags)  # no filter, no cursor yet: everything
+    assert received(engine, "a", limit=1) == ["m5"]
+    assert backlog(engine, "a") == 1
+    assert received(engine, "a") == ["m8"]
+    assert backlog(engine, "a") == 0
+    set_filter(engine, "a", "TagB")  # applies to what it has not received
+    deliver(engine, "m11", "TagB")
+    assert backlog(engine, "a") == 1
+    clock.advance(60_000)
+    deliver(engine, "fresh", "TagC")  # within its retention
+    engine.sweeper.retain()
+    assert backlog(engine, "ac") == 1  # the swept ones are no longer anybody's backlog
+    assert received(engine, "ac") == ["fresh"]
+
+
+def test_a_backlog_over_a_tag_index_from_before_its_entries_were_numbered(
+    engine: Engine,
+) -> None:
+    """Index entries written before they carried their number (empty values, no counter)
+    are counted instead: the backlog is the same."""
+    set_filter(engine, "a", "TagA")
+    for i, tag in enumerate(["TagA", "TagB", "TagA", "TagA"]):
+        deliver(engine, f"m{i}", tag)
+    assert received(engine, "a", limit=1) == ["m0"]
+    prefix = keys.tag_prefix("t", "TagA")
+
+    def unnumber(txn: Txn) -> None:
+        for key, _ in txn.scan(CF.LOGS, prefix, prefix + keys.TAG_KEY_END, 100):
+            txn.put(CF.LOGS, key, b"")
+        txn.delete(CF.META, keys.next_seq_key(prefix))
+        txn.lane_next.pop(prefix, None)
+
+    engine.writer.call(unnumber, durable=True)
+    assert backlog(engine, "a") == 2

@@ -116,3 +116,21 @@ def test_a_long_poll_ends_on_the_engines_clock_not_before(engine: Engine, clock:
 
     assert run(scenario()) == []
     assert engine.long_polls.waiting == 0
+
+
+def test_the_services_own_long_polls_are_not_counted(engine: Engine) -> None:
+    """Issue 30.17: a webhook's receive loop parks like a client's long poll; the gauge and
+    the console count clients only."""
+
+    async def scenario() -> None:
+        own = asyncio.create_task(engine.receive("t", "hook", 10, 10_000, INVISIBLE_MS, own=True))
+        client = asyncio.create_task(_long_poll(engine, 10_000, topic="u"))
+        parked = engine.long_polls._parked  # both parked: what the count leaves out
+        await asyncio.to_thread(wait_until, lambda: sum(map(len, parked.values())) == 2)
+        assert engine.long_polls.waiting == 1
+        await _deliver(engine, "m")
+        await _deliver(engine, "n", topic="u")
+        await asyncio.gather(own, client)
+
+    run(scenario())
+    assert engine.long_polls.waiting == 0

@@ -92,3 +92,23 @@ def test_random_handles_decode_to_none(raw: bytes) -> None:
 def test_any_text_decodes_to_none_or_a_receipt(text: str) -> None:
     decoded = decode_receipt(SECRET, text, "t", "g")
     assert decoded is None or isinstance(decoded, Receipt)
+
+
+@relaxed
+@given(topic=names, group=names, seq=u64s, generation=u64s)
+def test_a_receipt_has_one_spelling(topic: str, group: str, seq: int, generation: int) -> None:
+    """Issue 30.9: the last character's two bits that carry no data, and standard base64's
+    '+' and '/', gave one receipt up to eight spellings that all acked the message."""
+    receipt = encode_receipt(SECRET, topic, group, seq, generation)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    last = alphabet.index(receipt[-1])
+    assert last % 4 == 0
+    for other in alphabet[last + 1 : last + 4]:  # the same 6 data bits, unused bits set
+        assert base64.urlsafe_b64decode(receipt[:-1] + other + "=") == base64.urlsafe_b64decode(
+            receipt + "="
+        )
+        assert decode_receipt(SECRET, receipt[:-1] + other, topic, group) is None
+    standard = receipt.replace("-", "+").replace("_", "/")
+    if standard != receipt:
+        assert decode_receipt(SECRET, standard, topic, group) is None
+    assert decode_receipt(SECRET, receipt, topic, group) == Receipt(seq, generation)

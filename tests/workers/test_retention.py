@@ -262,3 +262,78 @@ def test_tombstones_and_empty_lanes_bookkeeping_are_reclaimed(
     assert [g.record.msg_id for g in run(engine.receive("t", "g", 10, 0, INVISIBLE))] == [
         "cancelled"
     ]
+
+
+def test_a_topic_with_nothing_left_loses_its_counts_and_is_not_listed(
+    make_engine: EngineFactory, clock: FakeClock
+) -> None:
+    """Issue 30.7: after 300 topics were swept empty by retention, 600 count keys remained
+    and GET /v1/topics still listed all 300. A topic whose log, messages (a cancel's
+    tombstone too) and schedules are all gone loses its counts and its groups' (each zero
+    by then); one with anything left stays listed with its counts."""
+    engine = started(make_engine)
+    dead = [f"gone-{i:03}" for i in range(300)]
+    for topic in dead:
+        send_now(engine, topic, "m")
+        run(engine.put_group_settings(topic, "g", GroupSettings(filter="TagA")))
+        run(engine.put_group_settings(topic, "g", GroupSettings()))  # a filter history
+        assert run(engine.ack(topic, "g", receive(engine, "g", topic))) == ["acked"]
+    tagged = record(dead[0], "tagged", clock.now_ms())._replace(tag="TagA")  # a tag counter
+    run(engine.send(tagged))
+    assert run(engine.ack(dead[0], "g", receive(engine, "g", dead[0]))) == ["acked"]
+    run(engine.send(record("cancelled", "c", clock.now_ms() + 10_000)))
+    run(engine.cancel("cancelled", "c"))
+    run(engine.send(record("later", "l", clock.now_ms() + 10 * RETENTION)))  # scheduled
+    clock.advance(RETENTION)
+    send_now(engine, "live", "fresh")  # delivered now: within its retention
+    receive(engine, "g", "live")
+    engine.sweeper.retain()
+    engine.sweeper.retain()  # the lanes found empty by the first sweep are forgotten
+    listed, more = engine.topics(None, 1_000)
+    assert [(t.topic, t.scheduled, t.delivered) for t in listed] == [
+        ("later", 1, 0),
+        ("live", 0, 1),
+    ]
+    assert not more
+    left = [k for k in bookkeeping(engine.store) if b"live" not in k and b"later" not in k]
+    assert left == []
+    counts = [
+        k
+        for k in every(engine.store, CF.META)
+        if k.startswith((keys.TOPIC_COUNTS_PREFIX, b"group-counts"))
+    ]
+    assert counts == [
+        keys.group_counts_key("live", "g"),
+        keys.topic_counts_key("later"),
+        keys.topic_counts_key("live"),
+    ]
+    assert engine.groups("live", None, 10)[0][0].inflight == 1
+    send_now(engine, dead[0], "again")  # a forgotten topic used again starts afresh
+    assert engine.topics(None, 1)[0][0].topic == dead[0]
+    assert engine.topics(None, 1)[0][0].delivered == 1
+    assert [g.record.msg_id for g in run(engine.receive(dead[0], "g", 10, 0, INVISIBLE))] == [
+        "again"
+    ]
+
+
+def test_a_retry_lane_nobody_reads_goes_with_its_topic(
+    make_engine: EngineFactory, clock: FakeClock
+) -> None:
+    """Issue 30.7: a group that failed a message and never came back kept its retry lane
+    for the topic (seq counter, cursor, the entry) after retention emptied the topic, and
+    its entries named seqs the topic's log hands out again once it starts afresh."""
+    engine = started(make_engine)
+    send_now(engine, "t", "m")
+    assert run(engine.nack("t", "left", receive(engine, "left"), 0)) == ["nacked"]  # ready
+    assert run(engine.nack("t", "later", receive(engine, "later"), 600_000)) == ["nacked"]
+    assert every(engine.store, CF.LOGS) != [keys.log_key(keys.topic_lane("t"), 0)]
+    clock.advance(RETENTION)
+    engine.sweeper.retain()
+    engine.sweeper.retain()  # the lanes found empty by the first sweep are forgotten
+    assert every(engine.store, CF.LOGS) == []
+    assert bookkeeping(engine.store) == []
+    assert retention.lanes(engine.store) == []
+    send_now(engine, "t", "new")  # seq 0 again: read once, by each group
+    for group in ("left", "later"):
+        got = run(engine.receive("t", group, 10, 0, INVISIBLE))
+        assert [(g.record.msg_id, g.attempt) for g in got] == [("new", 1)]

@@ -162,6 +162,46 @@ def test_txn_counts_roll_back_with_their_op_and_add_up_across_commits(
     assert decode_counts(store.get(CF.META, group_key)) == (1, 0, 0)
 
 
+def test_txn_has_any_looks_past_the_keys_its_batch_deleted(store: RecordingStore) -> None:
+    """A scan of one key may find only one the batch deleted: has_any reads on."""
+    store.write([Put(CF.MESSAGES, b"t\x00m%03d" % i, b"x") for i in range(200)], sync=False)
+    txn = Txn(store, 0)
+    for i in range(150):
+        txn.delete(CF.MESSAGES, b"t\x00m%03d" % i)
+    assert txn.has_any(CF.MESSAGES, b"t\x00", b"t\x01")
+    for i in range(150, 200):
+        txn.delete(CF.MESSAGES, b"t\x00m%03d" % i)
+    assert not txn.has_any(CF.MESSAGES, b"t\x00", b"t\x01")
+    txn.put(CF.MESSAGES, b"t\x00new", b"x")
+    assert txn.has_any(CF.MESSAGES, b"t\x00", b"t\x01")
+    assert not txn.has_any(CF.MESSAGES, b"u\x00", b"u\x01")
+
+
+def test_txn_dropped_counts_stay_dropped_and_count_again_from_zero(
+    store: RecordingStore,
+) -> None:
+    key = keys.group_counts_key("t", "g")
+    first = Txn(store, 0)
+    first.count_group("t", "g", inflight=2)
+    first.commit(0)
+    txn = Txn(store, 0)
+    txn.count_group("t", "g", inflight=-2)
+    assert txn.counted(key) == (0, 0, 0)
+    point = txn.savepoint()
+    txn.drop_counts(key)
+    txn.rollback(point)  # undone with its op
+    assert txn.counted(key) == (0, 0, 0)
+    assert decode_counts(txn.get(CF.META, key)) == (2, 0, 0)
+    txn.drop_counts(key)
+    txn.commit(0)
+    assert store.get(CF.META, key) is None  # not written back as (0, 0, 0) at commit
+    again = Txn(store, 0)
+    again.drop_counts(key)
+    again.count_group("t", "g", retrying=1)  # a later op of the batch counts it anew
+    again.commit(0)
+    assert decode_counts(store.get(CF.META, key)) == (0, 1, 0)
+
+
 def test_txn_commit_keeps_a_key_put_inside_a_range_deleted_in_the_same_batch(
     store: RecordingStore,
 ) -> None:

@@ -425,18 +425,30 @@ async function groupSettings(el: HTMLElement, ctx: Ctx, topic: string, group: st
 
 // --- dead letters --------------------------------------------------------------------------
 
+/** Every item of a listing, page after page until it has no next_cursor. */
+async function everyItem<T>(path: string): Promise<T[]> {
+  const items: T[] = [];
+  let cursor: string | null | undefined = null;
+  do {
+    const q = new URLSearchParams({ limit: "1000" });
+    if (cursor) q.set("cursor", cursor);
+    const page: Page<T> = await call<Page<T>>("GET", `${path}?${q}`);
+    items.push(...page.items);
+    cursor = page.next_cursor;
+  } while (cursor);
+  return items;
+}
+
 async function deadLetterIndex(el: HTMLElement, ctx: Ctx): Promise<void> {
   if (!can(ctx, "deadLetters")) return denied(el, "Dead letters", "admin");
-  const topicsPage = await call<Page<TopicItem>>("GET", "/v1/topics?limit=100");
   const rows: Node[][] = [];
-  for (const t of topicsPage.items) {
-    const gs = await call<Page<GroupItem>>("GET", `/v1/topics/${seg(t.topic)}/groups`);
-    for (const g of gs.items)
+  for (const t of await everyItem<TopicItem>("/v1/topics")) {
+    for (const g of await everyItem<GroupItem>(`/v1/topics/${seg(t.topic)}/groups`))
       if (g.dead > 0) rows.push([h("code", {}, t.topic), h("code", {}, g.group), link(`#/topics/${seg(t.topic)}/groups/${seg(g.group)}/dlq`, count(g.dead))]);
   }
   el.replaceChildren(
     h("h1", {}, "Dead letters"),
-    h("p", { class: "muted" }, "Messages a group failed max_attempts times, by topic and group (first 100 topics)."),
+    h("p", { class: "muted" }, "Messages a group failed max_attempts times, by topic and group."),
     rows.length ? table(["Topic", "Group", "Dead letters"], rows, new Set([2])) : notice("No dead letters: every group is keeping up.", "ok"),
   );
 }

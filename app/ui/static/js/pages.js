@@ -330,18 +330,30 @@ async function groupSettings(el, ctx, topic, group) {
     el.append(out, form);
 }
 // --- dead letters --------------------------------------------------------------------------
+/** Every item of a listing, page after page until it has no next_cursor. */
+async function everyItem(path) {
+    const items = [];
+    let cursor = null;
+    do {
+        const q = new URLSearchParams({ limit: "1000" });
+        if (cursor)
+            q.set("cursor", cursor);
+        const page = await call("GET", `${path}?${q}`);
+        items.push(...page.items);
+        cursor = page.next_cursor;
+    } while (cursor);
+    return items;
+}
 async function deadLetterIndex(el, ctx) {
     if (!can(ctx, "deadLetters"))
         return denied(el, "Dead letters", "admin");
-    const topicsPage = await call("GET", "/v1/topics?limit=100");
     const rows = [];
-    for (const t of topicsPage.items) {
-        const gs = await call("GET", `/v1/topics/${seg(t.topic)}/groups`);
-        for (const g of gs.items)
+    for (const t of await everyItem("/v1/topics")) {
+        for (const g of await everyItem(`/v1/topics/${seg(t.topic)}/groups`))
             if (g.dead > 0)
                 rows.push([h("code", {}, t.topic), h("code", {}, g.group), link(`#/topics/${seg(t.topic)}/groups/${seg(g.group)}/dlq`, count(g.dead))]);
     }
-    el.replaceChildren(h("h1", {}, "Dead letters"), h("p", { class: "muted" }, "Messages a group failed max_attempts times, by topic and group (first 100 topics)."), rows.length ? table(["Topic", "Group", "Dead letters"], rows, new Set([2])) : notice("No dead letters: every group is keeping up.", "ok"));
+    el.replaceChildren(h("h1", {}, "Dead letters"), h("p", { class: "muted" }, "Messages a group failed max_attempts times, by topic and group."), rows.length ? table(["Topic", "Group", "Dead letters"], rows, new Set([2])) : notice("No dead letters: every group is keeping up.", "ok"));
 }
 function deadDetail(d) {
     const props = Object.entries(d.properties);
