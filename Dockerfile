@@ -1,6 +1,6 @@
 # The rocktimer service. Builds on python:3.11-slim, or on any Python 3.11 image where
 # `python3 -m pip` may install (pass it as --build-arg BASE=..., ROCKTIMER_BASE_IMAGE in
-# compose); tests/deploy/make-base-image makes one where Docker Hub is out of reach.
+# compose); tools/make-base-image makes one where Docker Hub is out of reach.
 ARG BASE=python:3.11-slim
 FROM ${BASE}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -15,7 +15,7 @@ RUN python3 -m pip install --no-cache-dir --require-hashes -r /tmp/requirements-
 
 # The project itself, built with the locked setuptools.
 COPY pyproject.toml README.md /tmp/src/
-COPY build_backend /tmp/src/build_backend
+COPY tools/build_backend /tmp/src/tools/build_backend
 COPY app /tmp/src/app
 COPY storage /tmp/src/storage
 COPY workers /tmp/src/workers

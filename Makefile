@@ -62,14 +62,14 @@ clients: $(VENV)/.test-stamp  ## regenerate clients/ (Python, TypeScript) from t
 CYCLES ?= 50
 .PHONY: crash
 crash: $(VENV)/.test-stamp  ## SIGKILL the real server under load CYCLES times; nothing acknowledged may be lost
-	$(PY) -m tests.reliability.crash_loop --cycles $(CYCLES)
+	$(PY) -m tools.crash_loop --cycles $(CYCLES)
 
 .PHONY: lock compose-smoke
 lock: $(VENV)/.test-stamp  ## re-pin requirements*.lock from pyproject.toml (UPGRADE=1: newest allowed)
-	$(PY) -m tests.deploy.lock $(if $(UPGRADE),--upgrade)
+	$(PY) -m tools.lock $(if $(UPGRADE),--upgrade)
 
 compose-smoke: $(VENV)/.test-stamp  ## build and run the compose stack for real, then tear it down (needs Docker; PIPELINE=1 also runs the Spark jobs)
-	$(PY) -m tests.deploy.smoke $(if $(PIPELINE),--pipeline)
+	$(PY) -m tools.compose_smoke $(if $(PIPELINE),--pipeline)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -26,7 +26,7 @@ from app.config import Settings
 from app.http import BoundedHeaders
 from app.main import create_app
 from storage.errors import StorageError
-from workers.runner import Engine
+from workers.engine import Engine
 
 GC_GEN0_THRESHOLD = 70_000
 GRACEFUL_SHUTDOWN_S = 5  # open long polls are answered at once; this bounds the rest

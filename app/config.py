@@ -12,8 +12,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app import defaults
 from app.http import HEAD_TIMEOUT_MS
-from workers.runner import EngineConfig
-from workers.webhook import DEFAULT_ALLOWED_HOSTS, allowed_hosts
+from workers.engine import EngineConfig
+from workers.rules.webhook import DEFAULT_ALLOWED_HOSTS, allowed_hosts
 
 # The engine's defaults are EngineConfig's own; the settings only add bounds and env names.
 ENGINE_DEFAULTS: dict[str, int] = {

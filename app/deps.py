@@ -16,7 +16,7 @@ from app.config import Settings
 from app.errors import InvalidInput, invalid
 from app.schemas import MSG_ID_PATTERN, NAME_PATTERN, addressable
 from storage.keys import INTERNAL_PREFIXES, RESERVED_PREFIXES, is_internal
-from workers.runner import Engine
+from workers.engine import Engine
 
 
 def engine_of(request: Request) -> Engine:

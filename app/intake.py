@@ -12,7 +12,7 @@ from app.config import Settings
 from app.errors import InvalidInput, PayloadTooLarge
 from app.schemas import RescheduleMessage, SendMessage
 from storage.records import NO_PROPERTIES, BodyEncoding, MessageRecord
-from workers.retry import DELAY_LEVELS_MS
+from workers.rules.retry import DELAY_LEVELS_MS
 
 JSON_TYPES = ("application/json",)
 

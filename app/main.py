@@ -17,10 +17,10 @@ from app.front import Service
 from app.limits import BodyLimit, HeadAsGet
 from app.metrics import RequestTimes, registry_for
 from app.origin import BrowserGuard, served_names
-from app.push import Pusher
+from app.push.pusher import Pusher
 from app.routes import admin, browse, console, consumers, producers, schedules, service
 from workers.clock import Clock
-from workers.runner import Engine
+from workers.engine import Engine
 
 log = logging.getLogger("rocktimer")
 

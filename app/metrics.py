@@ -1,7 +1,7 @@
 """Prometheus metrics, one registry per app (tests run several apps in one process).
 
 Everything is read at scrape time from what the engine keeps anyway: the counters of the
-browsing endpoints (workers/browse.py) for the per-group gauges, the writer's and the
+browsing endpoints (workers/ops/views.py) for the per-group gauges, the writer's and the
 syncer's histograms, the consumption events. Nothing here is counted twice.
 """
 
@@ -19,11 +19,11 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from app.push import Pusher
-from workers import browse
+from app.push.pusher import Pusher
+from workers.engine import Engine
 from workers.histogram import Histogram
 from workers.lag import DUE_COUNT_CAP
-from workers.runner import Engine
+from workers.ops import views as browse
 
 REQUEST_BOUNDS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30)
 METRICS_MAX_TOPICS = 1_000  # per scrape: the per-group gauges stay a bounded set of series

@@ -18,9 +18,9 @@ from app.defaults import (
     MAX_BATCH,
     RECEIVE_WAIT_MS_MAX,
 )
-from workers import tagfilter
-from workers.retry import DELAY_LEVELS_MS, GroupSettings
-from workers.webhook import MAX_RETRY_DELAY_MS, PushSettings
+from workers.rules import tagfilter
+from workers.rules.retry import DELAY_LEVELS_MS, GroupSettings
+from workers.rules.webhook import MAX_RETRY_DELAY_MS, PushSettings
 
 NAME_PATTERN = r"^[%|a-zA-Z0-9_-]{1,127}$"
 MSG_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"

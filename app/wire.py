@@ -1,5 +1,5 @@
 """Reply shapes: how a message looks in the JSON the service sends, for the routes and for
-the webhook POSTs of push groups (app/push.py) alike."""
+the webhook POSTs of push groups (app/push/pusher.py) alike."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import base64
 from typing import Any
 
 from storage.records import BodyEncoding, MessageRecord
-from workers.consume import Received
+from workers.ops.consume import Received
 
 
 def message_fields(rec: MessageRecord) -> dict[str, Any]:

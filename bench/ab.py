@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import batch, loader, process, send
+from bench import batch, loader, send
 from bench.bare_app import ROUTE
 from bench.client import build_request, run
+from tests.support import process
 
 ROUNDS = 12
 WINDOW_BATCHES = 40  # batches of 1000 a window (~0.5 s here)

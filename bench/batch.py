@@ -16,8 +16,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import loader, process, rawdb, report, scale
+from bench import loader, rawdb, report, scale
 from bench.client import run
+from tests.support import process
 
 TOPIC = "bench"
 BODY = rawdb.BODY.decode()  # the ceiling's body: ~190 B stored timer values

@@ -20,8 +20,9 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench import loader, process, report
+from bench import loader, report
 from bench.client import Client
+from tests.support import process
 
 TOPIC = "console"
 GROUP = "ops"

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import batch as batch_figure
-from bench import loader, process, report, scale, send, storm
+from bench import loader, report, scale, send, storm
 from bench.client import run
+from tests.support import process
 
 OFF = {"ROCKTIMER_EVENTS": "false"}
 # A seal every second, not every 10 s (the default): the exporter's work falls inside

@@ -15,8 +15,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from bench import consumer, loader, process, report
+from bench import consumer, loader, report
 from bench.client import Client, run
+from tests.support import process
 
 TOPIC = "tagged"
 ONE_IN = 100

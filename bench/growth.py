@@ -37,10 +37,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import gauges, loader, probe, process, report, scale
+from bench import gauges, loader, probe, report, scale
 from bench.client import Client, Connection, HttpError, build_request, run
 from bench.pending import Restart, timed_restart
 from bench.stats import Spread, si, spread
+from tests.support import process
 
 TOPIC = "growth"
 SEND_TOPIC = "growth-send"

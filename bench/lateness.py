@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import consumer, loader, process, report, scale, stalls
+from bench import consumer, loader, report, scale, stalls
 from bench.client import Response, run
 from bench.stats import Spread, spread
+from tests.support import process
 
 RATE_PER_S = 5_000  # timers falling due per second, as the figure is defined
 TOPIC = "lateness"

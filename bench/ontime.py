@@ -32,9 +32,10 @@ from pathlib import Path
 
 import orjson
 
-from bench import lateness, loader, process, receive, report, scale, stalls
+from bench import lateness, loader, receive, report, scale, stalls
 from bench.client import Connection, HttpError, Response, build_request, run
 from bench.stats import Spread, spread
+from tests.support import process
 
 PRODUCERS = 4  # batch sends in flight, as in the measurement
 CONSUMERS = 4  # consumers on one group, as figure 5

@@ -28,8 +28,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import gauges, loader, process, report, scale
+from bench import gauges, loader, report, scale
 from bench.client import Client, HttpError, run
+from tests.support import process
 
 TOPIC = "pending"
 PROBE_TOPIC = "restart"

@@ -23,8 +23,9 @@ from typing import Any
 
 import orjson
 
-from bench import events_data, loader, process, report, scale
+from bench import events_data, loader, report, scale
 from bench.client import run
+from tests.support import process
 
 MASTER = "local[2]"
 TARGET_ROWS_S = 100_000

@@ -23,9 +23,10 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from bench import consumer, loader, process
+from bench import consumer, loader
 from bench.client import Response
 from bench.stats import Spread, spread
+from tests.support import process
 
 PROBE_N = 1_000
 PROBE_SPAN_MS = 1_000  # due one per ms

@@ -27,9 +27,10 @@ from typing import Any
 
 import orjson
 
-from bench import lateness, loader, process, report, scale, stalls
+from bench import lateness, loader, report, scale, stalls
 from bench.client import Client, Connection, build_request, run
 from bench.stats import Spread, si, spread
+from tests.support import process
 
 RATE_PER_S = lateness.RATE_PER_S  # 5,000 timers/s due, as figure 3
 LATENESS_TOPIC = "push-lateness"

@@ -41,8 +41,9 @@ from pathlib import Path
 
 import orjson
 
-from bench import loader, process, report, scale
+from bench import loader, report, scale
 from bench.client import Connection, HttpError, build_request, run
+from tests.support import process
 
 CONSUMERS = 4  # concurrent consumers on one group (and send connections for the reference)
 PER_CALL = 100  # messages per receive, receipts per ack/nack, messages per batch send

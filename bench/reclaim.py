@@ -24,8 +24,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import gauges, loader, probe, process, rawdb, report, scale
+from bench import gauges, loader, probe, rawdb, report, scale
 from bench.client import Client, run
+from tests.support import process
 
 TOPIC = "reclaim"
 BODY = rawdb.BODY.decode()  # figure 4's message shape

@@ -39,9 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bench import batch, lateness, loader, process, rawdb, report, scale, storm
+from bench import batch, lateness, loader, rawdb, report, scale, storm
 from bench.client import run
 from bench.stats import Spread, spread
+from tests.support import process
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

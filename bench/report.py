@@ -9,7 +9,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.process import ROOT
+from tests.support.process import ROOT
 
 HEADER = ("#", "figure", "result", "ceiling (same run)", "ratio", "target", "met", "notes")
 

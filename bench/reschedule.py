@@ -13,10 +13,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from bench import process, report, scale
+from bench import report, scale
 from bench.bare_app import ROUTE
 from bench.client import Client, build_request, run
 from bench.send import CONNECTIONS, MESSAGE, LoadResult, closed_loop
+from tests.support import process
 
 TARGET_RATIO = 0.9
 MSG_ID = "moved"

@@ -23,9 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import consumer, gauges, loader, process, report
+from bench import consumer, gauges, loader, report
 from bench.client import Client, run
 from bench.stats import spread
+from tests.support import process
 
 TOPIC = "cron"
 SMALL_N = 1_000

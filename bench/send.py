@@ -17,10 +17,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import process, report, scale
+from bench import report, scale
 from bench.bare_app import ROUTE  # the service's send path for topic "bench"
 from bench.client import Connection, build_request, run
 from bench.stats import Spread, spread
+from tests.support import process
 
 CONNECTIONS = 64  # concurrent keep-alive clients, as the figure is defined
 MESSAGE = b'{"body":"hello, rocktimer","delay_ms":3600000}'  # 1 h: no timer falls due meanwhile

@@ -30,14 +30,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import process, report, scale
+from bench import report, scale
 from storage import store
 from storage.records import MessageRecord
 from storage.store import CF
+from tests.support import process
 from workers.clock import FakeClock
+from workers.engine import Engine, EngineConfig
 from workers.exporter import EVENTS_DIR
-from workers.retry import FixedPolicy, GroupSettings
-from workers.runner import Engine, EngineConfig
+from workers.rules.retry import FixedPolicy, GroupSettings
 
 RETENTION_MS = 5 * 60_000
 STEP_MS = 10_000

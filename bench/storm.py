@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import consumer, gauges, loader, process, rawdb, report, scale
+from bench import consumer, gauges, loader, rawdb, report, scale
 from bench.client import Client, Response, run
 from bench.gauges import metric, metrics
+from tests.support import process
 
 TOPIC = "storm"
 GROUP = "bench"

@@ -34,9 +34,10 @@ from typing import Any, TypeVar, cast
 
 import orjson
 
-from bench import lateness, loader, process, redis_alt, report, scale, stalls
+from bench import lateness, loader, redis_alt, report, scale, stalls
 from bench.client import HEADER_END, Client, HttpError, build_request, run
 from bench.stats import Spread, spread
+from tests.support import process
 
 MAX_IN_FLIGHT = 1_000  # the most a stream may hold unacked (api.md)
 INVISIBLE_MS = 60_000  # longer than any window: nothing is redelivered while measured

@@ -162,7 +162,7 @@ TOMBSTONES = b"tombstone" + SEP
 
 
 def tombstone_key(cancelled_ms: int, index_key: bytes) -> bytes:
-    """A cancel's tombstone, in cancel-time order: retention reclaims it (workers/retention.py)."""
+    """A cancel's tombstone, in cancel-time order: retention reclaims it (ops/retention.py)."""
     return TOMBSTONES + _U64.pack(cancelled_ms) + index_key
 
 
@@ -189,7 +189,7 @@ def filter_history_key(topic: str, group: str) -> bytes:
 # tag goes in hashed: fixed length; a collision only makes the reader look at a record
 # whose tag it then checks. The value numbers the entry among the topic's entries of its
 # tag, from a counter kept as a lane's seq is (next_seq_key of the tag's prefix): a
-# filtered group's backlog is read from it (workers/tagfilter.py).
+# filtered group's backlog is read from it (workers/rules/tagfilter.py).
 
 
 def tag_prefix(topic: str, tag: str) -> bytes:
@@ -275,7 +275,7 @@ def group_counts_key(topic: str, group: str) -> bytes:
 
 
 WATERMARK_KEY = b"timer-watermark"  # past the last moved span of timer keys
-RECEIPT_SECRET_KEY = b"receipt-secret"  # the MAC key of receipts (workers/receipts.py)
+RECEIPT_SECRET_KEY = b"receipt-secret"  # the MAC key of receipts (workers/rules/receipts.py)
 PENDING_KEY = b"pending-timers"
 
 

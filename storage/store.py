@@ -146,7 +146,7 @@ class RocksStore:
         """A random 32-byte secret kept in meta under ``key``: made (synced) on first use,
         the same across restarts, read once per process. Written here, not through a
         batch: so read only here, never by an op (the writer keeps the meta values its
-        batches read, workers/txn.py, and would not see this write)."""
+        batches read, storage/txn.py, and would not see this write)."""
         cached = self._secrets.get(key)
         if cached is not None:
             return cached

@@ -1,4 +1,4 @@
-"""What every test package shares: the real server process (tests/e2e/server.py) and a
+"""What every test package shares: the real server process (tests/support/server.py) and a
 topic of the test's own.
 
 ``server`` is one open server for the whole session: the end-to-end, client, CLI and
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.server import Server
+from tests.support.server import Server
 
 
 @contextmanager

@@ -7,9 +7,9 @@ import queue
 import time
 
 from storage.errors import RocktimerError
+from workers.ops.move import move_due
 from workers.scanner import Chunk
 from workers.thread import WorkerThread
-from workers.timers.move import move_due
 from workers.writer import Writer
 
 log = logging.getLogger("rocktimer.deliverer")

@@ -20,11 +20,11 @@ from typing import NamedTuple
 from storage import events, keys
 from storage.errors import StorageError, WriterStopped
 from storage.store import CF, RocksStore
+from storage.txn import Txn
 from workers import gil
 from workers.clock import Clock
 from workers.sealer import ProcessSealer, Sealer, ThreadSealer
 from workers.thread import Periodic
-from workers.txn import Txn
 from workers.writer import Writer
 
 SEGMENT_ROWS = 100_000  # events per segment: ~20 MB of columns in memory while sealed

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from workers.txn import Txn
+from storage.txn import Txn
 
 _WAITING, _CLAIMED, _CANCELLED = range(3)
 

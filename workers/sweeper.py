@@ -3,7 +3,7 @@
 - The timer range the deliverer has already moved: moves delete their span and advance a
   watermark; compacting ``[start, watermark)`` drops those tombstones from disk, so a
   store that has delivered millions of timers scans its due range as fast as a fresh one.
-- Retention (workers/retention.py), through the writer: delivered messages, dead letters,
+- Retention (workers/ops/retention.py), through the writer: delivered messages, dead letters,
   cancel tombstones and the bookkeeping of empty lanes.
 """
 
@@ -18,10 +18,10 @@ from typing import TypeVar
 from storage import keys
 from storage.errors import StorageError, WriterStopped
 from storage.store import CF, RocksStore
-from workers import retention
+from storage.txn import Txn
 from workers.clock import Clock
+from workers.ops import retention
 from workers.thread import Periodic
-from workers.txn import Txn
 from workers.writer import Writer
 
 T = TypeVar("T")

@@ -49,10 +49,10 @@ from storage.errors import (
 )
 from storage.keys import PENDING_KEY, read_u64
 from storage.store import CF, RocksStore
+from storage.txn import Txn
 from workers.clock import Clock
 from workers.histogram import Histogram
 from workers.thread import OwnThread
-from workers.txn import Txn
 
 log = logging.getLogger("rocktimer.writer")
 
@@ -200,7 +200,7 @@ class Writer(_Loop):
     ) -> None:
         super().__init__()
         self.store = store
-        self.log_events = log_events  # stage events in each batch (workers/events.py)
+        self.log_events = log_events  # stage events in each batch (workers/ops/events.py)
         self.clock = clock
         self.queue_size = queue_size
         self.min_free_bytes = min_free_bytes

@@ -22,8 +22,8 @@ from app.schemas import DeadLetterDetail, DeadLetterPage, RedriveResult
 from app.wire import message_fields
 from storage import keys
 from storage.errors import MessageNotFound
-from workers.retry import GroupSettings
-from workers.webhook import host_allowed
+from workers.rules.retry import GroupSettings
+from workers.rules.webhook import host_allowed
 
 router = APIRouter(
     prefix="/v1/topics/{topic}/groups/{group}",

@@ -15,7 +15,7 @@ from app.deps import engine_of, settings_of
 from app.openapi import V1, replies
 from app.routes.common import json_response
 from app.schemas import Identity, Stats
-from workers import browse
+from workers.ops import views as browse
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui" / "static"
 DUE_BUCKET_MS = 60_000  # the overview's histogram: one bar per minute ...

@@ -37,9 +37,9 @@ from app.schemas import (
     ReceiveResult,
 )
 from app.wire import received_item
-from workers.consume import Received
-from workers.retry import GroupSettings
-from workers.runner import Engine
+from workers.engine import Engine
+from workers.ops.consume import Received
+from workers.rules.retry import GroupSettings
 
 PUSHED = "The group has push delivery set: its messages go to its webhook"
 

@@ -28,8 +28,8 @@ from app.schemas import (
     SendResult,
 )
 from storage.records import IndexEntry, MessageRecord, MessageState
-from workers.messages import SendOutcome
-from workers.runner import Engine
+from workers.engine import Engine
+from workers.ops.messages import SendOutcome
 
 router = APIRouter(
     prefix="/v1/topics/{topic}/messages",

@@ -22,7 +22,8 @@ from app.routes.common import (
     parse,
 )
 from app.schemas import PutSchedule, SchedulePage, ScheduleView
-from workers import cron, schedules
+from workers.ops import schedules
+from workers.rules import cron
 from workers.timers.schedule import Schedule, next_after
 
 router = APIRouter(prefix="/v1/topics/{topic}/schedules", tags=["producer"])

@@ -15,9 +15,9 @@ from fastapi import FastAPI
 
 from app.config import Settings
 from app.main import create_app
-from bench.process import free_port
+from tests.support.process import free_port
 from workers.clock import Clock
-from workers.runner import Engine
+from workers.engine import Engine
 
 
 class LiveApp:

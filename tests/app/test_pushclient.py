@@ -1,4 +1,4 @@
-"""The webhooks' HTTP client (app/pushclient.py) against real local TCP servers that answer
+"""The webhooks' HTTP client (app/push/client.py) against real local TCP servers that answer
 in the ways receivers do: keep-alive, chunked, delimited by the close, closing an idle
 connection, too much head, no answer."""
 
@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from app.pushclient import MAX_REPLY_HEAD_BYTES, Pool, ReplyError
-from bench.process import free_port
+from app.push.client import MAX_REPLY_HEAD_BYTES, Pool, ReplyError
+from tests.support.process import free_port
 from tests.workers.support import run
 
 # What the server does with the n-th request (0-based) of a connection: bytes to answer

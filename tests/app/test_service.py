@@ -13,10 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from storage.keys import message_key
 from storage.store import CF, RocksStore
+from storage.txn import Txn
 from tests.app.conftest import LiveApp
 from tests.workers.support import wait_until
 from workers.clock import FakeClock
-from workers.txn import Txn
 
 EXPECTED_OPERATIONS = {
     "send_message",

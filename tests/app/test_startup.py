@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.__main__ import EXIT_BAD_SETTING, EXIT_CANNOT_START, load_settings
-from bench.process import HOST, AppProcess
+from tests.support.process import HOST, AppProcess
 
 
 @pytest.mark.parametrize(

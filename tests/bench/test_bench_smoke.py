@@ -22,7 +22,6 @@ from bench import (
     ontime,
     pending,
     probe,
-    process,
     push,
     receive,
     reclaim,
@@ -36,6 +35,7 @@ from bench import (
     stream,
 )
 from bench.stats import percentile, spread
+from tests.support import process
 
 TINY_PROBE = probe.Shape(n=100, span_ms=100, lead_ms=500)
 

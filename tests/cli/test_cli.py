@@ -23,10 +23,10 @@ import pytest
 import typer
 
 from app.defaults import MAX_BATCH
-from bench.process import START_TIMEOUT_S, free_port
 from cli.connection import Exit
 from cli.main import PIPELINE_JOBS, app, main
-from tests.e2e.server import Server
+from tests.support.process import START_TIMEOUT_S, free_port
+from tests.support.server import Server
 
 ROCKTIMER = Path(sys.executable).parent / "rocktimer"
 

@@ -20,7 +20,7 @@ import pytest
 
 from cli.connection import Exit
 from tests.cli.test_cli import ROCKTIMER, Run
-from tests.e2e.server import Server
+from tests.support.server import Server
 
 STREAM_ROUTE = 'route="/v1/topics/{topic}/groups/{group}/stream"'
 RECEIVE_ROUTE = 'route="/v1/topics/{topic}/groups/{group}/receive"'

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from clients import generate
-from tests.e2e.server import Server
+from tests.support.server import Server
 
 MAKE_CLIENTS = "run `make clients` and commit the result"
 

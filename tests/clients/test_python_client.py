@@ -71,7 +71,7 @@ from rocktimer_client.models import (
 from rocktimer_client.types import UNSET, Response, Unset
 
 from clients import generate
-from tests.e2e.server import Server
+from tests.support.server import Server
 
 T = TypeVar("T")
 WAIT_MS = 5_000  # long poll per receive: returns as soon as a message is there

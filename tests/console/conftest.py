@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from tests.conftest import running
-from tests.e2e.server import Server
+from tests.support.server import Server
 
 CHROMIUM = os.environ.get("ROCKTIMER_CHROMIUM", "/usr/bin/chromium")
 # Without the background-networking flags Chromium keeps dialling Google's hosts, which this

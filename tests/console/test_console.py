@@ -12,7 +12,7 @@ import httpx
 from playwright.sync_api import Page, expect
 
 from tests.console.conftest import PHONE, Opener, api
-from tests.e2e.server import Server
+from tests.support.server import Server
 
 
 def _topic() -> str:

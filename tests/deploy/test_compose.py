@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from tests.deploy.lock import LOCKS
+from tools.lock import LOCKS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = {

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.lock import ROOT
+from tools.lock import ROOT
 
 INSTALL_TIMEOUT_S = 600  # an isolated build env fetches the build requirements
 

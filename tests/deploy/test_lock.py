@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from tests.deploy import lock
+from tools import lock
 
 BUILD, RUNTIME, PIPELINE = lock.LOCKS
 

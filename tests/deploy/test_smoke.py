@@ -33,7 +33,7 @@ def smoke(
         docker.write_text(f"#!/bin/sh\n{docker_script}\n")
         docker.chmod(0o755)
     return subprocess.run(
-        [sys.executable, "-m", "tests.deploy.smoke"],
+        [sys.executable, "-m", "tools.compose_smoke"],
         cwd=ROOT,
         env={"PATH": str(path), "ROCKTIMER_BASE_IMAGE": base},
         capture_output=True,
@@ -56,7 +56,7 @@ def smoke(
             NO_IMAGES,
             "",
             "no base image: python:3.11-slim is not here and cannot be pulled (no Docker Hub?):"
-            " build a local one with `sudo tests/deploy/make-base-image`",
+            " build a local one with `sudo tools/make-base-image`",
         ),
         (NO_IMAGES, "mine:1", "no base image: mine:1 is not here and cannot be pulled"),
     ],
@@ -72,4 +72,4 @@ def test_what_is_missing_is_one_line_with_how_to_get_it(
 
 
 def test_the_base_image_script_it_names_is_there() -> None:
-    assert (ROOT / "tests" / "deploy" / "make-base-image").stat().st_mode & 0o111
+    assert (ROOT / "tools" / "make-base-image").stat().st_mode & 0o111

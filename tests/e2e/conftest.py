@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.server import Server
+from tests.support.server import Server
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from bench.process import HOST, free_port
+from tests.support.process import HOST, free_port
 
 HANG_LIMIT_S = 120.0  # a hanging reply's thread ends by then even if nobody closes
 

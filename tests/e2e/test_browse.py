@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from tests.e2e.conftest import receive_all
-from tests.e2e.server import Server
+from tests.support.server import Server
 
 HOUR_MS = 3_600_000
 

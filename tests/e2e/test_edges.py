@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from app.http import OneWrite
-from tests.e2e.server import Server
 from tests.e2e.test_bad_input import assert_problem
+from tests.support.server import Server
 
 MiB = 1024 * 1024
 

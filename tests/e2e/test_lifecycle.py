@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import orjson
 
-from bench.process import ROOT, free_port
-from tests.e2e.server import Server
+from tests.support.process import ROOT, free_port
+from tests.support.server import Server
 
 OPEN_POLLS = 2_000
 STOP_BOUND_S = 2.0  # issue 12: a stop with 2,000 polls open takes less than this

@@ -10,7 +10,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.e2e.server import Server
+from tests.support.server import Server
 
 FORM = {"content-type": "application/x-www-form-urlencoded"}
 

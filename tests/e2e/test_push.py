@@ -15,11 +15,11 @@ import httpx
 import orjson
 import pytest
 
-from bench.process import free_port
 from storage import keys
 from storage.store import CF, Put, RocksStore
 from tests.e2e.receiver import Receiver
-from tests.e2e.server import Server
+from tests.support.process import free_port
+from tests.support.server import Server
 from tests.workers.support import wait_until
 
 Push = Callable[..., dict[str, Any]]

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from tests.e2e.conftest import now_ms, receive_all
-from tests.e2e.server import Server
+from tests.support.server import Server
 
 
 def receive_settled(

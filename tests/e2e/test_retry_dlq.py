@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.server import Server
+from tests.support.server import Server
 
 
 def group_url(topic: str, group: str) -> str:

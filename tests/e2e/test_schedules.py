@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import now_ms, receive_all
-from tests.e2e.server import Server
+from tests.support.server import Server
 
 
 def url(topic: str, sid: str = "") -> str:

@@ -22,8 +22,8 @@ import pytest
 
 from tests.conftest import running
 from tests.e2e.conftest import now_ms
-from tests.e2e.server import Server
 from tests.e2e.test_lifecycle import STOP_BOUND_S
+from tests.support.server import Server
 
 WAIT_S = 20  # for an event that must come (generous: the machine is shared)
 KEEPALIVE_MS = 100

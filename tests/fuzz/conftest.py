@@ -1,6 +1,6 @@
 """A real rocktimer server per fuzz module, plus the assertions every fuzz test shares.
 
-The server is ``python -m app`` in a child process (tests/e2e/server.py) on 127.0.0.1, a
+The server is ``python -m app`` in a child process (tests/support/server.py) on 127.0.0.1, a
 random free port and a fresh data dir: exactly what a client sees over real HTTP. Each
 module gets its own, so a hostile request that hurts the server cannot fail the other
 module's tests, and memory measurements start from a quiet process.
@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.conftest import running
-from tests.e2e.server import Server
+from tests.support.server import Server
 
 PROBLEM = "application/problem+json"
 PROBLEM_KEYS = frozenset({"type", "title", "status", "detail"})

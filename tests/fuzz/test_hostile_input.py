@@ -24,9 +24,9 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.process import status_kib
-from tests.e2e.server import Server
 from tests.fuzz.conftest import assert_healthy, assert_problem
+from tests.support.process import status_kib
+from tests.support.server import Server
 
 JSON = {"content-type": "application/json"}
 MiB = 1024 * 1024

@@ -1,7 +1,7 @@
 """Schemathesis against the real server and its own /openapi.json.
 
 Every operation of the schema gets generated requests over real HTTP to a real server
-process (tests/e2e/server.py): schema examples, the coverage phase's boundary and
+process (tests/support/server.py): schema examples, the coverage phase's boundary and
 malformed cases, and ``MAX_EXAMPLES`` Hypothesis-generated ones, both valid and invalid
 (generation mode "all"). Each response must:
 
@@ -64,8 +64,8 @@ from schemathesis.core.result import Ok
 
 from app.config import Settings
 from app.main import create_app
-from tests.e2e.server import Server
 from tests.fuzz.conftest import problem_errors
+from tests.support.server import Server
 
 MAX_EXAMPLES = 50
 STATEFUL_SCENARIOS = 40

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pipeline import cli
-from tests.e2e.server import Server
+from tests.support.server import Server
 
 
 @pytest.fixture(scope="session")

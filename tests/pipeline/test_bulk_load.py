@@ -20,8 +20,8 @@ from app.defaults import MAX_BATCH
 from pipeline import bulk_load, cli
 from pipeline.rows import COLUMNS, Reject, local_to_ms
 from pipeline.sender import BatchSender
-from tests.e2e.server import Server
 from tests.pipeline.conftest import last_json
+from tests.support.server import Server
 
 HOUR_MS = 3_600_000
 

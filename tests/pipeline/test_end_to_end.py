@@ -14,8 +14,8 @@ import pytest
 
 from pipeline import audit, bulk_load, report
 from tests.e2e.conftest import receive_all
-from tests.e2e.server import Server
 from tests.pipeline.conftest import last_json
+from tests.support.server import Server
 
 SEAL_MS = "200"  # the exporter seals every 200 ms here (10 s by default)
 EXPORT_TIMEOUT_S = 60.0

@@ -1,5 +1,5 @@
 """The crash loop's ledger: what every request was, what came back, and the checks of
-the server's answers against it (see tests/reliability/crash_loop.py for the whole story)."""
+the server's answers against it (see tools/crash_loop.py for the whole story)."""
 
 from __future__ import annotations
 

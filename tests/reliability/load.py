@@ -65,7 +65,7 @@ THROTTLE_PAUSE_S = 0.2
 
 JOIN_S = HTTP_TIMEOUT_S + 5
 
-STORM_SIZE = 600  # > workers.messages.RANGE_DELETE_MIN: one move may take a range delete
+STORM_SIZE = 600  # > workers.ops.messages.RANGE_DELETE_MIN: one move may take a range delete
 
 STORM_AHEAD_MS = (200, 1_500)
 

@@ -1,5 +1,5 @@
 """The crash loop in CI: five SIGKILL cycles of the real server under mixed load, then the
-exact checks (tests/reliability/crash_loop.py says what each one proves).
+exact checks (tools/crash_loop.py says what each one proves).
 
 The seed is random per run and printed; CRASH_LOOP_SEED=n replays a failing one.
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability import crash_loop
 from tests.reliability.ledger import AUDIT, Ledger, Msg
+from tools import crash_loop
 
 CI_CYCLES = 5
 

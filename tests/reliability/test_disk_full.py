@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import receive_all
-from tests.e2e.server import Server
+from tests.support.server import Server
 
 TMPFS_BYTES = 64 * 1024 * 1024
 BODY = "x" * 4_000  # 4 kB bodies fill 64 MiB in a few thousand sends

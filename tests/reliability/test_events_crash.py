@@ -32,7 +32,7 @@ from storage.event_table import decode
 from storage.records import MessageState, decode_index
 from storage.store import CF, RocksStore
 from tests.e2e.conftest import now_ms
-from tests.e2e.server import Server
+from tests.support.server import Server
 from workers import segments
 
 CYCLES = 3

@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 
 from bench.client import Connection, build_request
-from bench.process import status_kib
 from tests.e2e.conftest import now_ms, receive_all
-from tests.e2e.server import Server
+from tests.support.process import status_kib
+from tests.support.server import Server
 
 BURST = 600  # concurrent sends per burst: far beyond a writer queue of 4
 BURSTS = 5  # bounded: stop after this many even if no 429 was seen

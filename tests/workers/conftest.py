@@ -10,7 +10,7 @@ import pytest
 
 from tests.workers.support import Gate, RecordingStore, stop_within
 from workers.clock import FakeClock
-from workers.runner import Engine, EngineConfig
+from workers.engine import Engine, EngineConfig
 from workers.writer import Writer
 
 EngineFactory = Callable[..., Engine]

@@ -13,8 +13,8 @@ from storage import keys
 from storage.errors import StorageError
 from storage.records import MessageRecord, decode_message
 from storage.store import CF, Delete, DeleteRange, Put, RocksStore, WriteOp
-from workers.runner import Engine
-from workers.txn import Txn
+from storage.txn import Txn
+from workers.engine import Engine
 from workers.writer import Writer
 
 T = TypeVar("T")

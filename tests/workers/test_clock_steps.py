@@ -14,7 +14,7 @@ import pytest
 from storage.store import CF, Put, RocksStore
 from tests.workers.support import WAIT_S, record, run, stop_within, topic_log, wait_until
 from workers.clock import RealClock
-from workers.runner import Engine, EngineConfig
+from workers.engine import Engine, EngineConfig
 from workers.timers import message, schedule
 
 HOUR_NS = 3_600 * 10**9

@@ -1,4 +1,4 @@
-"""The cron evaluator (workers/cron.py): parsing, and next fires in a time zone across
+"""The cron evaluator (workers/rules/cron.py): parsing, and next fires in a time zone across
 daylight-saving changes, checked against a minute-by-minute walk."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.storage.strategies import relaxed
-from workers import cron
+from workers.rules import cron
 
 
 def at(tz: ZoneInfo, year: int, month: int, day: int) -> int:

@@ -14,12 +14,12 @@ from storage import keys
 from storage.errors import Overloaded
 from storage.records import MessageState, decode_index
 from storage.store import CF, Put
+from storage.txn import Txn
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import WAIT_S, Gate, RecordingStore, record, run, wait_until
 from workers import writer as writer_module
 from workers.clock import FakeClock
-from workers.runner import Engine
-from workers.txn import Txn
+from workers.engine import Engine
 from workers.writer import (
     CONSUME_PART,
     DRAIN_TURNS,

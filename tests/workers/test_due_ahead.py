@@ -6,9 +6,9 @@ from __future__ import annotations
 from storage import keys
 from storage.store import CF
 from tests.workers.support import record, run, topic_log, wait_until
-from workers import browse
 from workers.clock import FakeClock
-from workers.runner import Engine
+from workers.engine import Engine
+from workers.ops import views as browse
 
 MINUTE_MS = 60_000
 

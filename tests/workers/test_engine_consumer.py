@@ -9,9 +9,9 @@ from tests.workers.conftest import EngineFactory
 from tests.workers.support import record, run, start_parts, timer_keys, wait_until
 from tests.workers.test_receipts import forge_crc_receipt
 from workers.clock import FakeClock
-from workers.consume import ACKED, EXPIRED, UNKNOWN, Received
-from workers.receipts import decode_receipt, encode_receipt
-from workers.runner import Engine
+from workers.engine import Engine
+from workers.ops.consume import ACKED, EXPIRED, UNKNOWN, Received
+from workers.rules.receipts import decode_receipt, encode_receipt
 from workers.timers import invisible
 from workers.timers.hold import GroupTimer
 

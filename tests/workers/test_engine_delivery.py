@@ -16,8 +16,8 @@ from storage.store import CF
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import record, run, start_parts, timer_keys, topic_log, wait_until
 from workers.clock import FakeClock
-from workers.messages import SendOutcome
-from workers.runner import Engine
+from workers.engine import Engine
+from workers.ops.messages import SendOutcome
 from workers.timers import message
 
 

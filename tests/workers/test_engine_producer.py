@@ -8,9 +8,9 @@ from storage.errors import MessageConflict, MessageNotFound
 from storage.records import MessageState
 from tests.workers.support import record, run, timer_keys, topic_log, wait_until
 from workers.clock import FakeClock
-from workers.consume import Received
-from workers.messages import CancelOutcome, SendOutcome
-from workers.runner import Engine
+from workers.engine import Engine
+from workers.ops.consume import Received
+from workers.ops.messages import CancelOutcome, SendOutcome
 
 
 def send(engine: Engine, topic: str, msg_id: str, due: int, body: bytes = b"b") -> SendOutcome:

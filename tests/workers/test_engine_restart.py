@@ -27,7 +27,7 @@ from tests.workers.support import (
     wait_until,
 )
 from workers.clock import FakeClock
-from workers.runner import Engine, EngineConfig
+from workers.engine import Engine, EngineConfig
 from workers.timers import message
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,7 +114,7 @@ CRASHING_CHILD = """
 import asyncio, os, sys, time
 from storage.records import MessageRecord
 from workers.clock import FakeClock
-from workers.runner import Engine, EngineConfig
+from workers.engine import Engine, EngineConfig
 
 data_dir, start, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 clock = FakeClock(start)

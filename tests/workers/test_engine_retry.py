@@ -10,9 +10,9 @@ from storage.keys import DLQ_PREFIX
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import record, run, wait_until
 from workers.clock import FakeClock
-from workers.consume import Received
-from workers.retry import FixedPolicy, GroupSettings
-from workers.runner import Engine
+from workers.engine import Engine
+from workers.ops.consume import Received
+from workers.rules.retry import FixedPolicy, GroupSettings
 
 S = 1_000
 M = 60 * S

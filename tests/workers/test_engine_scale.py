@@ -10,8 +10,8 @@ from storage.records import MessageRecord
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import record, run, timer_keys, topic_log, wait_until
 from workers.clock import FakeClock
-from workers.messages import SendOutcome
-from workers.runner import Engine
+from workers.engine import Engine
+from workers.ops.messages import SendOutcome
 from workers.scanner import Chunk
 
 DAY_MS = 86_400_000

@@ -12,14 +12,14 @@ from storage.errors import MessageConflict
 from storage.event_table import decode
 from storage.events import EventKind
 from storage.store import CF, Put, RocksStore
+from storage.txn import Txn
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import RecordingStore, call, record, run, wait_until
-from workers import events, messages
 from workers.clock import FakeClock
-from workers.retry import FixedPolicy, GroupSettings
-from workers.runner import Engine
-from workers.timers.move import move_due
-from workers.txn import Txn
+from workers.engine import Engine
+from workers.ops import events, messages
+from workers.ops.move import move_due
+from workers.rules.retry import FixedPolicy, GroupSettings
 from workers.writer import Writer
 
 S = 1_000

@@ -20,8 +20,8 @@ from tests.workers.test_events import END, NEVER, S, cf_events, quiet_engine
 from workers import exporter as exporter_module
 from workers import sealer, segments
 from workers.clock import FakeClock
+from workers.engine import Engine
 from workers.exporter import Exporter
-from workers.runner import Engine
 
 DAY = segments.DAY_MS
 

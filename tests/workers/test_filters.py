@@ -11,13 +11,14 @@ from pydantic import ValidationError
 from storage import keys
 from storage.records import MessageRecord
 from storage.store import CF, RocksStore
+from storage.txn import Txn
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import run
-from workers import browse, messages
 from workers.clock import FakeClock
-from workers.retry import GroupSettings
-from workers.runner import Engine
-from workers.txn import Txn
+from workers.engine import Engine
+from workers.ops import messages
+from workers.ops import views as browse
+from workers.rules.retry import GroupSettings
 
 INVISIBLE_MS = 30_000
 

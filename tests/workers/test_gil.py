@@ -11,7 +11,7 @@ import pytest
 from tests.workers.support import record, run, wait_until
 from workers import gil
 from workers.clock import FakeClock
-from workers.runner import Engine
+from workers.engine import Engine
 
 
 def test_fine_only_while_a_timer_is_due_soon(engine: Engine, clock: FakeClock) -> None:

@@ -7,9 +7,9 @@ import asyncio
 
 from tests.workers.support import record, run, wait_until
 from workers.clock import FakeClock
-from workers.consume import Received
+from workers.engine import Engine
 from workers.notify import LongPolls, Parked
-from workers.runner import Engine
+from workers.ops.consume import Received
 
 INVISIBLE_MS = 30_000
 

@@ -1,4 +1,4 @@
-"""move_due (workers/timers/move.py): the atomic move of due timers into topic logs
+"""move_due (workers/ops/move.py): the atomic move of due timers into topic logs
 (invariants 2 and 4), driven through a Writer on a real store, without the scanner."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from storage import keys
 from storage.errors import StorageError
 from storage.records import MessageState, decode_counts, decode_index
 from storage.store import CF, Delete, DeleteRange, Put
+from storage.txn import Txn
 from tests.workers.support import (
     TIMER_END,
     Gate,
@@ -22,12 +23,11 @@ from tests.workers.support import (
     topic_log,
     wait_until,
 )
-from workers import messages
 from workers.clock import FakeClock
 from workers.deliverer import Deliverer
+from workers.ops import messages
+from workers.ops.move import RANGE_DELETE_MIN, move_due
 from workers.scanner import Chunk
-from workers.timers.move import RANGE_DELETE_MIN, move_due
-from workers.txn import Txn
 from workers.writer import Writer
 
 

@@ -1,5 +1,5 @@
 """A push group keeps POSTing while the acks of answered messages wait for their fsync
-(app/push.py, SETTLING_MAX): receiving stopped at 2 x max_in_flight held, so every fsync
+(app/push/pusher.py, SETTLING_MAX): receiving stopped at 2 x max_in_flight held, so every fsync
 longer than that many messages' worth of time made the next webhooks late (figure 17)."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import threading
 
 import pytest
 
-from app import push as push_module
-from app.push import Pusher
+from app.push import pusher as push_module
+from app.push.pusher import Pusher
 from tests.e2e.receiver import Receiver
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import WAIT_S, record, run, wait_until
 from workers.clock import FakeClock
-from workers.retry import GroupSettings
-from workers.webhook import PushSettings
+from workers.rules.retry import GroupSettings
+from workers.rules.webhook import PushSettings
 
 IN_FLIGHT = 4
 MESSAGES = 60  # well over 2 x IN_FLIGHT, under IN_FLIGHT + SETTLING_MAX

@@ -12,7 +12,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from tests.storage.strategies import names, relaxed, u64s
-from workers.receipts import Receipt, decode_receipt, encode_receipt
+from workers.rules.receipts import Receipt, decode_receipt, encode_receipt
 
 URL_SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
 SECRET = b"s" * 32

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from storage.records import BodyEncoding, MessageRecord, encode_message
 from tests.storage.strategies import relaxed
-from workers.consume import Room, _reply_bytes
+from workers.ops.consume import Room, _reply_bytes
 
 RECEIPT = "A" * 43
 # Text JSON escapes (control characters, quotes, backslashes) and text it does not

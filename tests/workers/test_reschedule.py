@@ -11,6 +11,7 @@ from storage import keys
 from storage.errors import MessageConflict, MessageNotFound
 from storage.records import MessageState
 from storage.store import CF
+from storage.txn import Txn
 from tests.workers.support import (
     TIMER_END,
     RecordingStore,
@@ -21,12 +22,11 @@ from tests.workers.support import (
     topic_log,
     wait_until,
 )
-from workers import messages
 from workers.clock import FakeClock
-from workers.runner import Engine
+from workers.engine import Engine
+from workers.ops import messages
+from workers.ops.move import move_due
 from workers.timers import message
-from workers.timers.move import move_due
-from workers.txn import Txn
 from workers.writer import Writer
 
 

@@ -1,5 +1,5 @@
 """Retention: by time, per message; nothing a group does blocks it; dead letters keep
-their own retention; nothing grows without bound (workers/retention.py, issue 10)."""
+their own retention; nothing grows without bound (workers/ops/retention.py, issue 10)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pytest
 from storage import keys
 from storage.errors import MessageNotFound
 from storage.store import CF, RocksStore
+from storage.txn import Txn
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import call, record, run, topic_log, wait_until
-from workers import consume, retention
 from workers.clock import FakeClock
-from workers.retry import FixedPolicy, GroupSettings
-from workers.runner import Engine
-from workers.txn import Txn
+from workers.engine import Engine
+from workers.ops import consume, retention
+from workers.rules.retry import FixedPolicy, GroupSettings
 
 RETENTION = 60_000
 DLQ_RETENTION = 5 * RETENTION

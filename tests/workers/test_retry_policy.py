@@ -6,7 +6,7 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from workers.retry import (
+from workers.rules.retry import (
     DEFAULT_SETTINGS,
     ExponentialPolicy,
     FixedPolicy,

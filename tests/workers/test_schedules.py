@@ -15,9 +15,9 @@ from storage.records import MessageRecord
 from storage.store import CF, Put
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import record, run, stop_within, timer_keys, topic_log, wait_until
-from workers import schedules
 from workers.clock import FakeClock
-from workers.runner import Engine
+from workers.engine import Engine
+from workers.ops import schedules
 from workers.timers import schedule
 from workers.timers.schedule import Schedule
 

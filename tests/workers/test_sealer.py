@@ -109,7 +109,7 @@ def test_a_server_sealing_in_a_child_never_imports_pyarrow(tmp_path: Path) -> No
     script = f"""
 import asyncio, sys, time
 from storage.records import MessageRecord
-from workers.runner import Engine, EngineConfig
+from workers.engine import Engine, EngineConfig
 engine = Engine(EngineConfig(data_dir={str(tmp_path / "data")!r}, events_seal_ms=3_600_000))
 engine.start()
 try:

@@ -1,4 +1,4 @@
-"""A batch send staged as columns (workers/messages.py, ``_stage_timers``) writes exactly
+"""A batch send staged as columns (workers/ops/messages.py, ``_stage_timers``) writes exactly
 what the same batch sent one message at a time writes: keys, values, counts, events and
 outcomes, whatever the batch holds (ids twice, ids already sent or cancelled, items
 refused before, messages due now)."""
@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from storage.event_table import decode
 from storage.records import MessageRecord
 from storage.store import CF, RocksStore
-from workers import messages
-from workers.txn import Txn
+from storage.txn import Txn
+from workers.ops import messages
 
 NOW = 1_700_000_000_000
 END = b"\xff" * 64

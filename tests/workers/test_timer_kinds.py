@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from storage import keys
 from storage.errors import CorruptRecordError
 from tests.storage.strategies import dues, msg_ids, names, relaxed, u64s
-from workers import consume
+from workers.ops import consume, messages
+from workers.ops.move import kind_of
 from workers.timers import hold, invisible, message, retry
-from workers.timers.move import kind_of
 
 
 @relaxed
@@ -60,4 +60,4 @@ def test_a_lot_timer_carries_every_seq(seqs: list[int]) -> None:
 
 @pytest.mark.parametrize("topic", ["t", "%", "%R", "%RETRY", "%INVISIBLE", "a%RETRY%"])
 def test_every_other_target_is_a_message(topic: str) -> None:
-    assert kind_of(message.timer_key(5, topic, "m")) is message.fire_run
+    assert kind_of(message.timer_key(5, topic, "m")) is messages.fire_run

@@ -1,4 +1,4 @@
-"""The pure rules of webhooks (workers/webhook.py), by table."""
+"""The pure rules of webhooks (workers/rules/webhook.py), by table."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import hmac
 import pytest
 from pydantic import ValidationError
 
-from workers.retry import GroupSettings
-from workers.webhook import (
+from workers.rules.retry import GroupSettings
+from workers.rules.webhook import (
     ACKED,
     FAILED,
     MAX_RETRY_DELAY_MS,

@@ -8,7 +8,7 @@ import pytest
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import wait_until
 from workers.clock import FakeClock
-from workers.runner import Engine
+from workers.engine import Engine
 
 
 def stop_syncer(engine: Engine) -> None:

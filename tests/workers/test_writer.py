@@ -16,6 +16,7 @@ from storage.errors import Overloaded, RocktimerError, StorageError, WriterStopp
 from storage.keys import PENDING_KEY
 from storage.records import MessageRecord, MessageState, decode_counts
 from storage.store import CF, Put
+from storage.txn import Txn
 from tests.workers.support import (
     WAIT_S,
     Gate,
@@ -27,11 +28,10 @@ from tests.workers.support import (
     topic_log,
     wait_until,
 )
-from workers import messages
 from workers.clock import FakeClock
-from workers.messages import SendOutcome
+from workers.ops import messages
+from workers.ops.messages import SendOutcome
 from workers.timers import message
-from workers.txn import Txn
 from workers.writer import GROUP_COMMIT_MAX_ITEMS, Writer
 
 

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from storage.errors import CorruptRecordError
-from workers.txn import Txn
+from storage.txn import Txn
 
 log = logging.getLogger("rocktimer.timers")
 

@@ -41,15 +41,17 @@ from storage.records import (
     stamp_delivered,
 )
 from storage.store import CF, RocksStore
-from workers import events, lanes, retention, tagfilter
-from workers.receipts import (
+from storage.txn import Txn
+from workers.ops import events, lanes, retention
+from workers.rules import tagfilter
+from workers.rules.receipts import (
     Receipt,
     decode_receipt,
     decode_receipts,
     encode_receipt,
     encode_receipts,
 )
-from workers.retry import (
+from workers.rules.retry import (
     GroupSettings,
     decode_settings,
     encode_settings,
@@ -59,7 +61,6 @@ from workers.retry import (
 from workers.timers import hold, invisible, retry
 from workers.timers.hold import GroupTimer
 from workers.timers.kind import one_at_a_time
-from workers.txn import Txn
 
 TimerKeyFn = Callable[[int, GroupTimer], bytes]  # a kind's timer_key (invisible or retry)
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from storage import keys
 from storage.store import CF
-from workers.txn import Txn
+from storage.txn import Txn
 
 
 def append(txn: Txn, lane: bytes, value: bytes) -> int:

@@ -1,5 +1,5 @@
 """Push delivery: the service receives for each push group and POSTs every message to its
-webhook (api.md, "Push delivery"; the pure rules are in workers/webhook.py).
+webhook (api.md, "Push delivery"; the pure rules are in workers/rules/webhook.py).
 
 Per push group, one receive loop long-polls the engine's own receive for as many messages
 as the group may still POST (``max_in_flight`` at once), POSTs each one on its own task,
@@ -32,14 +32,14 @@ from functools import partial
 
 import orjson
 
-from app.pushclient import Pool
+from app.push.client import Pool
 from app.wire import received_item
 from storage.errors import Overloaded, RocktimerError, StoreClosedError, WriterStopped
 from workers.clock import timeout_s
-from workers.consume import Received
-from workers.retry import GroupSettings
-from workers.runner import Engine
-from workers.webhook import (
+from workers.engine import Engine
+from workers.ops.consume import Received
+from workers.rules.retry import GroupSettings
+from workers.rules.webhook import (
     FAILED,
     SIGNATURE_HEADER,
     PushSettings,

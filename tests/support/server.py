@@ -1,12 +1,12 @@
 """A real rocktimer server process on 127.0.0.1 (random free port), for end-to-end tests:
-the bench's own server process (bench/process.py), with the tests' log file and stop."""
+the bench's own server process (tests/support/process.py), with the tests' log file and stop."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from bench.process import AppProcess
+from tests.support.process import AppProcess
 
 
 class Server(AppProcess):

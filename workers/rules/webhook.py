@@ -1,7 +1,7 @@
 """Webhooks, the pure part: a group's push settings, the signature, which hosts a push may
 reach, and what a receiver's reply means (ack, or a failed attempt and its delay).
 
-A push group's messages are POSTed by the service itself (app/push.py); everything here
+A push group's messages are POSTed by the service itself (app/push/pusher.py); everything here
 is a function of its arguments, tested by table (tests/workers/test_webhook.py).
 """
 
@@ -22,7 +22,7 @@ DEFAULT_TIMEOUT_MS = 10_000
 DEFAULT_MAX_IN_FLIGHT = 16
 DEFAULT_ALLOWED_HOSTS = "127.0.0.1,localhost"  # api.md: ROCKTIMER_PUSH_ALLOWED_HOSTS
 MAX_URL_LENGTH = 2_048  # what browsers and most proxies take
-# The longest any retry waits: a retry policy's delays (workers/retry.py) and a receiver's
+# The longest any retry waits: a retry policy's delays (workers/rules/retry.py) and a receiver's
 # Retry-After are cut to it. A week: retries are for transient failures.
 MAX_RETRY_DELAY_MS = 7 * 24 * 3_600_000
 RETRY_AFTER_STATUSES = frozenset({429, 503})  # api.md: Retry-After is honoured on these

@@ -8,10 +8,10 @@ from operator import itemgetter
 
 from storage import keys
 from storage.store import CF
-from workers import consume
-from workers.timers import invisible, message, retry, schedule
+from storage.txn import Txn
+from workers.ops import consume, messages, schedules
+from workers.timers import invisible, retry, schedule
 from workers.timers.kind import FireRun, Span
-from workers.txn import Txn
 
 # Spans this long go with one range delete; shorter ones with point deletes. RocksDB
 # walks every range tombstone in the memtable whenever it builds an iterator: at a steady
@@ -24,7 +24,7 @@ _PERCENT = keys.INTERNAL_MARK.to_bytes(1, "big")
 KINDS: dict[bytes, FireRun] = {
     invisible.PREFIX.encode(): consume.end_invisibility_run,
     retry.PREFIX.encode(): consume.end_retry_wait_run,
-    schedule.PREFIX.encode(): schedule.fire_run,
+    schedule.PREFIX.encode(): schedules.fire_run,
 }
 
 
@@ -33,7 +33,7 @@ def kind_of(key: bytes) -> FireRun:
         for prefix, fire_run in KINDS.items():
             if key.startswith(prefix, 8):
                 return fire_run
-    return message.fire_run
+    return messages.fire_run
 
 
 def move_due(
@@ -74,7 +74,7 @@ def _runs(entries: Sequence[tuple[bytes, bytes]]) -> list[tuple[FireRun, int]]:
     start = 0
     for i in _internal_at(entries):
         if start < i:  # the messages before this internal timer
-            runs.append((message.fire_run, i))
+            runs.append((messages.fire_run, i))
         fire_run = kind_of(entries[i][0])
         if runs and runs[-1] == (fire_run, i):  # the same kind as the timer before it
             runs[-1] = (fire_run, i + 1)
@@ -82,7 +82,7 @@ def _runs(entries: Sequence[tuple[bytes, bytes]]) -> list[tuple[FireRun, int]]:
             runs.append((fire_run, i + 1))
         start = i + 1
     if start < len(entries):
-        runs.append((message.fire_run, len(entries)))
+        runs.append((messages.fire_run, len(entries)))
     return runs
 
 

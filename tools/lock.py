@@ -1,6 +1,6 @@
 """The lock files the images install from: every package pinned, with hashes, by uv.
 
-``make lock`` (``python -m tests.deploy.lock``) compiles them from pyproject.toml: the build
+``make lock`` (``python -m tools.lock``) compiles them from pyproject.toml: the build
 system's requirements (installed first, so that the project and any sdist build with
 ``--no-build-isolation`` and nothing unpinned is fetched at build time), the runtime
 ``dependencies``, and those plus the ``pipeline`` extra for the pipeline image. Existing
@@ -8,7 +8,7 @@ pins are kept unless pyproject.toml no longer allows them (``--upgrade`` moves e
 to the newest allowed release).
 
 Each lock starts with a fingerprint of the pyproject.toml entries it was compiled from.
-``python -m tests.deploy.lock --check`` (and tests/deploy/test_lock.py, in ``make test``) fails
+``python -m tools.lock --check`` (and tests/deploy/test_lock.py, in ``make test``) fails
 when that fingerprint is stale or a pin falls outside pyproject.toml's specifiers, so a
 dependency change cannot reach the images unlocked. The check needs no network.
 """
@@ -31,7 +31,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = ROOT / "pyproject.toml"
 FINGERPRINT = "# pyproject-fingerprint: "
 PYTHON_VERSION = "3.11"  # the images' Python (pyproject's requires-python is 3.11 only)
@@ -149,7 +149,7 @@ def compile_lock(lock: Lock, pyproject: Mapping[str, Any], upgrade: bool) -> Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.deploy.lock", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tools.lock", description=__doc__)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="only verify the locks (no network)")
     mode.add_argument("--upgrade", action="store_true", help="move every pin to the newest")

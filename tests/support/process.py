@@ -1,5 +1,5 @@
 """Server processes for the bench and the tests: the real service or the bare app, on a
-random free port (tests/e2e/server.py is this module's ServerProcess with test defaults).
+random free port (tests/support/server.py is this module's ServerProcess with test defaults).
 
 Every figure starts its own server as a child process (on a fresh temp data dir for the
 service), waits until it answers, samples its memory and CPU from /proc, and stops it by
@@ -23,7 +23,7 @@ from types import TracebackType
 
 from bench.bare_app import ROUTE
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 30.0  # a cold RocksDB open plus imports takes ~1 s; be generous on CI
 STOP_TIMEOUT_S = 40.0  # the service waits up to 35 s for long polls on a graceful stop

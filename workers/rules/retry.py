@@ -13,9 +13,9 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo
 
-from workers import tagfilter
-from workers.tagfilter import EXPRESSION, MATCH_ALL
-from workers.webhook import MAX_RETRY_DELAY_MS, PushSettings
+from workers.rules import tagfilter
+from workers.rules.tagfilter import EXPRESSION, MATCH_ALL
+from workers.rules.webhook import MAX_RETRY_DELAY_MS, PushSettings
 
 DELAY_LEVELS_MS = (
     1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000,

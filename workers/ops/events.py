@@ -1,7 +1,7 @@
 """Staging events: the one way an op records a state change in the event log.
 
 An op calls ``emit`` (or ``emit_many``) beside the writes of the change; the Txn numbers
-its events and writes them in the same WriteBatch (workers/txn.py, commit), so a crash
+its events and writes them in the same WriteBatch (storage/txn.py, commit), so a crash
 keeps the change and its event, or neither. An op that fails is rolled back with its
 events (Txn savepoints). The codec and the kinds are in storage/events.py.
 
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from storage.events import HEAD_MAX, EventKind
 from storage.records import MessageRecord, encode_message
-from workers.txn import Txn
+from storage.txn import Txn
 
 __all__ = ["EventKind", "emit", "emit_group_many", "emit_many", "emit_plain"]
 

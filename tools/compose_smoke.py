@@ -29,12 +29,12 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SERVICE = "rocktimer"
 IMAGE = "rocktimer:latest"
 PIPELINE_IMAGE = "rocktimer-pipeline:latest"
 HUB_BASE = "python:3.11-slim"
-LOCAL_BASE = "rocktimer-base:py311"  # tests/deploy/make-base-image's default tag
+LOCAL_BASE = "rocktimer-base:py311"  # tools/make-base-image's default tag
 HEALTHY_TIMEOUT_S = 120
 BUILD_TIMEOUT_S = 1800
 
@@ -99,7 +99,7 @@ def base_image(wanted: str | None) -> str:
         return LOCAL_BASE
     raise Missing(
         f"no base image: {candidate} is not here and cannot be pulled (no Docker Hub?): "
-        f"build a local one with `sudo tests/deploy/make-base-image` (~2 min) and run again "
+        f"build a local one with `sudo tools/make-base-image` (~2 min) and run again "
         f"(it is used as {LOCAL_BASE}, or name one with ROCKTIMER_BASE_IMAGE=<tag>)"
     )
 
@@ -335,7 +335,7 @@ def smoke(compose: list[str], base: str, with_pipeline: bool) -> dict[str, float
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.deploy.smoke", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tools.compose_smoke", description=__doc__)
     parser.add_argument(
         "--pipeline", action="store_true", help="also build the pipeline image and run its jobs"
     )

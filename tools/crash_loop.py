@@ -102,8 +102,6 @@ from typing import Any, TextIO
 
 import httpx
 
-from bench.process import free_port
-from tests.e2e.server import Server
 from tests.reliability.ledger import (
     AUDIT,
     Cancel,
@@ -132,6 +130,8 @@ from tests.reliability.load import (
     send_one,
     stormer,
 )
+from tests.support.process import free_port
+from tests.support.server import Server
 
 WORK = "work"  # acks, nacks or lets the invisibility run out
 
@@ -702,7 +702,7 @@ def run(config: Config, out: TextIO = sys.stdout) -> Summary:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.reliability.crash_loop",
+        prog="python -m tools.crash_loop",
         description="SIGKILL the real server under load; check nothing acknowledged is lost.",
     )
     parser.add_argument("--cycles", type=int, default=DEFAULT_CYCLES)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from storage import keys
 from storage.records import record_tag
 from storage.store import CF, RocksStore
-from workers.txn import Txn
+from storage.txn import Txn
 
 EXPRESSION = r"^\s*(\*|[^|\s*]+(\s*\|\|\s*[^|\s*]+)*)\s*$"  # the schema's; check() has words
 MATCH_ALL = "*"

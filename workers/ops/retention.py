@@ -44,8 +44,8 @@ from storage.records import (
     record_msg_id,
 )
 from storage.store import CF, RocksStore
-from workers import tagfilter
-from workers.txn import Txn
+from storage.txn import Txn
+from workers.rules import tagfilter
 
 RETENTION_BATCH = 1_000  # log entries (or tombstones) reclaimed per op: bounds one commit
 _RETRY = keys.RETRY_PREFIX.encode()

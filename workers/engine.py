@@ -17,21 +17,23 @@ from storage import keys
 from storage.errors import PushedGroup, RocktimerError
 from storage.records import DeadLetter, MessageRecord
 from storage.store import CF, RocksStore
-from workers import browse, consume, gil, messages, schedules
+from storage.txn import Txn
+from workers import gil
 from workers.clock import Clock, RealClock, timeout_s
 from workers.deliverer import Deliverer
 from workers.exporter import Exporter
 from workers.histogram import Histogram
 from workers.lag import DeliveryLag
 from workers.notify import LongPolls, Parked
-from workers.retry import GroupSettings, decode_settings
+from workers.ops import consume, messages, schedules
+from workers.ops import views as browse
+from workers.rules.retry import GroupSettings, decode_settings
+from workers.rules.webhook import PushSettings
 from workers.scanner import MOVE_PACE_MS, PUT_QUEUE_CHUNKS, SCAN_CHUNK, Chunk, Scanner
 from workers.streams import Streams
 from workers.sweeper import Sweeper
 from workers.thread import OwnThread
 from workers.timers.schedule import Schedule
-from workers.txn import Txn
-from workers.webhook import PushSettings
 from workers.writer import CONSUME_PART, CONSUME_WEIGHT, GROUP_COMMIT_MAX_ITEMS, Writer
 
 log = logging.getLogger("rocktimer.engine")
@@ -130,7 +132,7 @@ class Engine:
             behind=self.lag.age_ms,
             in_process=config.events_seal_process,
         )
-        # Push groups (app/push.py POSTs their messages), kept as their settings change;
+        # Push groups (app/push/pusher.py POSTs their messages), kept as their settings change;
         # each watcher hears of every change, on the event loop that made it.
         self.push_groups: dict[tuple[str, str], PushSettings] = browse.push_groups(self.store)
         self.settings_watchers: list[Callable[[str, str, GroupSettings], None]] = []

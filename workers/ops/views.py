@@ -15,10 +15,10 @@ from typing import NamedTuple
 from storage import keys
 from storage.records import MessageRecord, decode_counts
 from storage.store import CF, RocksStore
-from workers import tagfilter
-from workers.retry import decode_settings, stored_filter
+from workers.rules import tagfilter
+from workers.rules.retry import decode_settings, stored_filter
+from workers.rules.webhook import PushSettings
 from workers.timers import message
-from workers.webhook import PushSettings
 
 LIST_SCAN_BUDGET = 10_000  # timer keys one page of scheduled messages may read: the
 # timers of every topic share one keyspace, so a rare topic's page may come back short

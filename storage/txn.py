@@ -59,11 +59,11 @@ class Txn:
         self.min_new_due: int | None = None
         self.woken_topics: set[str] = set()
         self.lateness_ms: list[int] = []
-        # The next seq of each lane appended to in this batch (workers/lanes.py): counted
+        # The next seq of each lane appended to in this batch (workers/ops/lanes.py): counted
         # here, written once at commit instead of once per append.
         self.lane_next: dict[bytes, int] = {}
         self._lanes_saved: set[bytes] = set()  # lanes whose undo is recorded since the savepoint
-        # The events staged so far (workers/events.py); None when the event log is off.
+        # The events staged so far (workers/ops/events.py); None when the event log is off.
         self.events: events.Staged | None = events.Staged() if log_events else None
         # Counter deltas, merged into their meta keys at commit (same WriteBatch), and
         # events for the process's metrics (acks, nacks, …), read by the commit hook.
@@ -122,7 +122,7 @@ class Txn:
         """The store's entries in ``[start, end)`` as this batch left them so far: deleted
         ones dropped, changed ones with their staged value. Keys first written in this
         batch are added only with ``new`` (it walks every staged key of the CF: for small
-        meta scans; a lane's reader never passes them anyway, see workers/lanes.py)."""
+        meta scans; a lane's reader never passes them anyway, see workers/ops/lanes.py)."""
         found = self.store.scan(cf, start, end, limit)
         staged = self._staged[cf]
         if not staged:
@@ -173,7 +173,7 @@ class Txn:
 
     def claim_seq(self, lane: bytes, n: int = 1) -> int:
         """The lane's next seq, counted as taken with the ``n - 1`` after it
-        (workers/lanes.py): read from meta once per batch, then counted here; undone with
+        (workers/ops/lanes.py): read from meta once per batch, then counted here; undone with
         the op like a staged write."""
         lane_next = self.lane_next
         seq = lane_next.get(lane)
@@ -186,7 +186,7 @@ class Txn:
         return seq
 
     def lane_end(self, lane: bytes) -> int:
-        """The lane's next seq: no entry of it is at this seq or after (workers/lanes.py)."""
+        """The lane's next seq: no entry of it is at this seq or after (workers/ops/lanes.py)."""
         seq = self.lane_next.get(lane)
         if seq is None:
             raw = self.get(CF.META, next_seq_key(lane))

@@ -137,7 +137,7 @@ class Pool:
         self._head = (
             f"POST {target} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: {USER_AGENT}\r\n"
             "Content-Type: application/json\r\n"
-        ).encode("ascii")  # a push url is ASCII (workers/webhook.py, push_url); else raises
+        ).encode("ascii")  # a push url is ASCII (workers/rules/webhook.py, push_url); else raises
         self._ssl = ssl.create_default_context() if self.tls else None
         self._idle: list[_Connection] = []
 
