@@ -1,4 +1,5 @@
-"""``python -m app``: run the service with uvicorn (one worker: one process owns the store).
+"""``python -m app``: run the service with uvicorn: one process owning the store, or, for a
+partitioned data dir, a supervisor of worker processes (app/cluster/).
 
 What can go wrong at start is said in one line on stderr, never a traceback: a bad
 setting (naming the variable and what it accepts), a data dir another process holds.
@@ -16,13 +17,16 @@ from typing import Any, NoReturn
 import uvicorn
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
+from starlette.types import ASGIApp
 
 from app import logs
+from app.cluster import layout
+from app.cluster.layout import Layout
 from app.config import Settings
 from app.http import BoundedHeaders
 from app.main import create_app
 from storage.errors import StorageError
-from workers.runner import Engine
+from workers.runner import Engine, EngineConfig
 
 GC_GEN0_THRESHOLD = 70_000
 GRACEFUL_SHUTDOWN_S = 5  # open long polls are answered at once; this bounds the rest
@@ -98,10 +102,13 @@ def load_settings() -> Settings:
         fail(describe(exc), EXIT_BAD_SETTING)
 
 
-def open_engine(settings: Settings) -> Engine:
-    data_dir = settings.data_dir
+def open_engine(settings: Settings, config: EngineConfig | None = None, share: int = 1) -> Engine:
+    """The engine on ``config`` (settings.engine if None), or one line and an exit.
+    ``share``: engines this process runs (app/cluster/), splitting RocksDB's memory."""
+    config = config or settings.engine
+    data_dir = config.data_dir
     try:
-        return Engine(settings.engine)
+        return Engine(config, memory_share=share)
     except StorageError as exc:
         if "lock" in str(exc).lower():
             fail(
@@ -115,27 +122,35 @@ def open_engine(settings: Settings) -> Engine:
         fail(f"cannot use the data dir {data_dir}: {exc.strerror or exc}", EXIT_CANNOT_START)
 
 
+def resolve_layout(settings: Settings) -> Layout:
+    """The data dir's partitions and the worker processes to run, or one line and exit 2."""
+    try:
+        return layout.resolve(settings.data_dir, settings.partitions, settings.workers)
+    except layout.LayoutError as exc:
+        fail(str(exc), EXIT_BAD_SETTING)
+    except OSError as exc:
+        fail(
+            f"cannot use the data dir {settings.data_dir}: {exc.strerror or exc}", EXIT_CANNOT_START
+        )
+
+
 class Server(uvicorn.Server):
     """uvicorn's server, which answers the open long polls (empty) and ends the open
     streams the moment a stop begins: a long poll would otherwise hold the stop for up to
     its wait_ms (30 s), a stream until its client goes."""
 
-    def __init__(self, config: uvicorn.Config, engine: Engine) -> None:
+    def __init__(self, config: uvicorn.Config, *engines: Engine) -> None:
         super().__init__(config)
-        self.engine = engine
+        self.engines = engines
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        self.engine.release_long_polls()
+        for engine in self.engines:
+            engine.release_long_polls()
         await super().shutdown(sockets)
 
 
-def main() -> None:
-    settings = load_settings()
-    logs.configure(settings.log_level, settings.log_format)
-    engine = open_engine(settings)
-    app = create_app(settings, engine=engine)
-    tune_gc()
-    config = uvicorn.Config(
+def server_config(app: ASGIApp, settings: Settings) -> uvicorn.Config:
+    return uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -149,8 +164,21 @@ def main() -> None:
         proxy_headers=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+
+
+def main() -> None:
+    settings = load_settings()
+    logs.configure(settings.log_level, settings.log_format)
+    if (found := resolve_layout(settings)).partitions > 1:
+        from app.cluster import supervisor
+
+        supervisor.run(settings, found)
+        return
+    engine = open_engine(settings)
+    app = create_app(settings, engine=engine)
+    tune_gc()
     try:
-        Server(config, engine).run()
+        Server(server_config(app, settings), engine).run()
     finally:  # closes the store if the lifespan never ran (it stops the engine itself)
         engine.stop()
 
