@@ -40,17 +40,6 @@ def topic_of(partition: int, partitions: int) -> str:
     return f"hop{i}"
 
 
-def workers_of(supervisor: int) -> dict[int, int]:
-    """Worker index -> pid."""
-    children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
-    found = {}
-    for pid in map(int, children):
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        if b"app.cluster.worker" in argv:
-            found[int(argv[argv.index(b"app.cluster.worker") + 1])] = pid
-    return found
-
-
 def accepted_by(client_port: int, server_port: int, pids: dict[int, int]) -> int | None:
     """The worker holding the server side of the connection from ``client_port``."""
     want = f"{client_port:04X}"
@@ -96,7 +85,7 @@ async def measure(
     port: int, supervisor: int, rounds: int = ROUNDS, sends: int = SENDS_PER_ROUND
 ) -> dict[str, tuple[float, float, float]]:
     """Per phase: (µs of all workers' CPU a send, of worker 0's, sends/s)."""
-    pids = workers_of(supervisor)
+    pids = process.workers_of(supervisor)
     conns: list[Connection] = []
     opened: list[Connection] = []
     try:

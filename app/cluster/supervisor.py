@@ -1,8 +1,8 @@
 """The supervisor of a partitioned data dir's workers (``python -m app`` when P > 1).
 
-It starts ROCKTIMER_WORKERS worker processes (app/cluster/worker.py), each owning the
-partitions ``k % workers == index``, and does nothing else: it holds no socket and no
-store. A worker that exits is started again at once (after a pause that doubles, up to
+It forks ROCKTIMER_WORKERS worker processes (app/cluster/worker.py), each owning the
+partitions ``k % workers == index``, and does nothing else: it holds no socket, no store
+and no thread. A worker that exits is started again at once (after a pause that doubles, up to
 RESTART_PAUSE_MAX_S, while it keeps dying young); meanwhile the others serve their own
 partitions and answer 503 + Retry-After for its. A worker that exits for a bad setting
 stops them all (exit 2). SIGTERM or SIGINT stops every worker (each answers its long polls
@@ -11,17 +11,21 @@ and ends its streams at once), SIGKILL after STOP_TIMEOUT_S.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
+import os
 import signal
-import subprocess
 import sys
 import threading
 import time
+import traceback
 from types import FrameType
 
 from app.__main__ import EXIT_BAD_SETTING, GRACEFUL_SHUTDOWN_S, fail
+from app.cluster import worker
 from app.cluster.layout import Layout
-from app.cluster.worker import check_socket_paths
+from app.cluster.worker import check_socket_paths, die_with_parent
 from app.config import Settings
 
 POLL_S = 0.05  # how soon a dead worker is noticed
@@ -34,17 +38,55 @@ log = logging.getLogger("rocktimer")
 
 
 class Worker:
-    def __init__(self, index: int) -> None:
+    """One worker process: forked from the supervisor, which has already imported what a
+    worker runs and holds no thread, socket or store; a restart skips the interpreter's
+    start and the imports (most of a start), and the imported pages stay shared."""
+
+    def __init__(self, index: int, settings: Settings, layout: Layout) -> None:
         self.index = index
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.settings = settings
+        self.layout = layout
+        self.pid = 0  # 0: not running
         self.started = 0.0
         self.pause = 0.0  # before the next start, while it dies young
         self.restart_at = 0.0
 
     def start(self) -> None:
-        argv = [sys.executable, "-m", "app.cluster.worker", str(self.index)]
-        self.proc = subprocess.Popen(argv)  # the same environment: the same settings
         self.started = time.monotonic()
+        pid = os.fork()
+        if pid:
+            self.pid = pid
+            return
+        code = 1
+        try:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, signal.SIG_DFL)  # uvicorn sets its own
+            die_with_parent()
+            worker.run(self.settings, self.layout, self.index)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+    def exit_code(self) -> int | None:
+        """Its exit code (-signal if killed) once it has exited, else None."""
+        done, status = os.waitpid(self.pid, os.WNOHANG)
+        return os.waitstatus_to_exitcode(status) if done else None
+
+    def wait(self, deadline: float) -> None:
+        """Until it has exited; SIGKILL at ``deadline``."""
+        while time.monotonic() < deadline:
+            if self.exit_code() is not None:
+                return
+            time.sleep(0.01)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
 
 
 def run(settings: Settings, layout: Layout) -> None:
@@ -62,9 +104,10 @@ def run(settings: Settings, layout: Layout) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    workers = [Worker(i) for i in range(layout.workers)]
-    for worker in workers:
-        worker.start()
+    workers = [Worker(i, settings, layout) for i in range(layout.workers)]
+    gc.freeze()  # what every worker shares stays shared: the collector never writes to it
+    for each in workers:
+        each.start()
     log.info(
         "%d workers, %d partitions, on %s:%d",
         layout.workers,
@@ -75,45 +118,39 @@ def run(settings: Settings, layout: Layout) -> None:
     code = 0
     while not stopping.wait(POLL_S):
         now = time.monotonic()
-        for worker in workers:
-            proc = worker.proc
-            if proc is None:
-                if now >= worker.restart_at:
-                    worker.start()
+        for each in workers:
+            if not each.pid:
+                if now >= each.restart_at:
+                    each.start()
                 continue
-            if (status := proc.poll()) is None:
+            if (status := each.exit_code()) is None:
                 continue
             if status == EXIT_BAD_SETTING:
-                log.error("worker %d exited for a bad setting: stopping", worker.index)
+                log.error("worker %d exited for a bad setting: stopping", each.index)
+                each.pid = 0
                 code = EXIT_BAD_SETTING
                 stopping.set()
                 break
-            young = now - worker.started < YOUNG_S
-            worker.pause = min(max(worker.pause * 2, RESTART_PAUSE_MIN_S), RESTART_PAUSE_MAX_S)
-            worker.pause = worker.pause if young else 0.0
+            young = now - each.started < YOUNG_S
+            each.pause = min(max(each.pause * 2, RESTART_PAUSE_MIN_S), RESTART_PAUSE_MAX_S)
+            each.pause = each.pause if young else 0.0
             log.warning(
                 "worker %d (pid %d) exited with %d: starting it again%s",
-                worker.index,
-                proc.pid,
+                each.index,
+                each.pid,
                 status,
-                f" in {worker.pause:.1f} s" if worker.pause else "",
+                f" in {each.pause:.1f} s" if each.pause else "",
             )
-            worker.proc, worker.restart_at = None, now + worker.pause
-            if not worker.pause:
-                worker.start()
-    _stop_all(workers)
+            each.pid, each.restart_at = 0, now + each.pause
+            if not each.pause:
+                each.start()
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for each in workers:
+        if each.pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(each.pid, signal.SIGTERM)
+    for each in workers:
+        if each.pid:
+            each.wait(deadline)
     if code:
         raise SystemExit(code)
-
-
-def _stop_all(workers: list[Worker]) -> None:
-    running = [w.proc for w in workers if w.proc is not None and w.proc.poll() is None]
-    for proc in running:
-        proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    for proc in running:
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

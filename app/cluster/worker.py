@@ -1,5 +1,5 @@
-"""``python -m app.cluster.worker <index>``: one worker process of a partitioned data dir,
-started by the supervisor (app/cluster/supervisor.py) with the service's own settings.
+"""One worker process of a partitioned data dir, forked by the supervisor
+(app/cluster/supervisor.py) with the service's own settings.
 
 It opens the engines of the partitions it owns (``k % workers == index``), each with its
 share of RocksDB's memory budgets, builds each one's app (create_app, unchanged) and serves
@@ -16,19 +16,8 @@ import logging
 import os
 import signal
 import socket
-import sys
 
-from app import logs
-from app.__main__ import (
-    EXIT_BAD_SETTING,
-    Server,
-    fail,
-    load_settings,
-    open_engine,
-    resolve_layout,
-    server_config,
-    tune_gc,
-)
+from app.__main__ import EXIT_BAD_SETTING, Server, fail, open_engine, server_config, tune_gc
 from app.cluster.layout import Layout
 from app.cluster.router import Router
 from app.config import Settings
@@ -114,21 +103,3 @@ def run(settings: Settings, layout: Layout, index: int) -> None:
     finally:  # closes the stores if the lifespan never ran (it stops the engines itself)
         for engine in engines.values():
             engine.stop()
-
-
-def main() -> None:
-    die_with_parent()
-    settings = load_settings()
-    logs.configure(settings.log_level, settings.log_format)
-    layout = resolve_layout(settings)
-    try:
-        index = int(sys.argv[1])
-    except (IndexError, ValueError):
-        index = -1
-    if not 0 <= index < layout.workers:
-        fail(f"usage: python -m app.cluster.worker <0..{layout.workers - 1}>", EXIT_BAD_SETTING)
-    run(settings, layout, index)
-
-
-if __name__ == "__main__":
-    main()

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench import process
 from bench.process import ROOT
 from storage.store import RocksStore
 from tests.e2e.server import Server
@@ -80,14 +81,7 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Server]]:
 
 
 def workers_of(srv: Server) -> dict[int, int]:
-    """Worker index -> pid, from the supervisor's children."""
-    children = Path(f"/proc/{srv.pid}/task/{srv.pid}/children").read_text().split()
-    found = {}
-    for pid in map(int, children):
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        if b"app.cluster.worker" in argv:
-            found[int(argv[argv.index(b"app.cluster.worker") + 1])] = pid
-    return found
+    return process.workers_of(srv.pid)
 
 
 def gone(pid: int) -> bool:
@@ -326,6 +320,7 @@ def test_one_worker_keeps_the_one_store_layout(
     with httpx.Client(base_url=srv.url) as c:
         assert c.post("/v1/topics/a/messages", json={"body": "x"}).status_code == 201
     assert workers_of(srv) == {}  # no supervisor, no worker processes: one process
+    assert not list(tmp_path.glob("data/*.sock"))
     srv.stop()
     data = tmp_path / "data"
     assert (data / "CURRENT").exists()
