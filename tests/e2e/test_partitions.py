@@ -136,6 +136,7 @@ def test_streams_and_long_polls_cross_the_hop(
     cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
 ) -> None:
     srv = cluster(workers=2, partitions=2)
+    assert set(workers_of(srv)) == {0, 1}  # two processes, each topic owned by one
     c = fresh_client(srv)
     topics = topics_of(0, 2, 2, "s") + topics_of(1, 2, 2, "s")
     events: dict[str, list[str]] = {t: [] for t in topics}
@@ -175,6 +176,7 @@ def test_topic_listing_is_merged_with_stable_cursors(
     cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
 ) -> None:
     srv = cluster(workers=2, partitions=3)
+    assert set(workers_of(srv)) == {0, 1}  # the names are spread over two processes
     c = fresh_client(srv)
     names = [f"list-{i:02d}" for i in range(14)]
     assert {owner_partition(t, 3) for t in names} == {0, 1, 2}
@@ -325,3 +327,60 @@ def test_one_worker_keeps_the_one_store_layout(
     data = tmp_path / "data"
     assert (data / "CURRENT").exists()
     assert not (data / "partitions.json").exists()
+
+
+def test_crash_loop_with_two_workers_loses_no_acknowledged_send(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    """Sends go on while single workers are SIGKILLed, then the whole server: every 201
+    is there afterwards, and nothing answers a 5xx other than a down partition's 503."""
+    srv = cluster(workers=2, partitions=4)
+    c = fresh_client(srv)
+    topics = [f"crash-{i}" for i in range(8)]
+    acknowledged: list[tuple[str, str]] = []
+    unexpected: list[str] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        for i in range(5_000):  # bounded; the test stops it long before
+            if stop.is_set():
+                return
+            topic, msg_id = topics[i % len(topics)], f"m{i}"
+            try:
+                r = c.post(f"/v1/topics/{topic}/messages", json={"msg_id": msg_id, "body": "x"})
+            except httpx.TransportError:
+                continue  # a connection the killed worker held, or the server restarting
+            if r.status_code == 201:
+                acknowledged.append((topic, msg_id))
+            elif r.status_code != 503 or "retry-after" not in r.headers:
+                unexpected.append(f"{r.status_code} {r.text[:200]}")
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    try:
+        for round_ in range(4):
+            time.sleep(0.5)
+            pids = workers_of(srv)
+            victim = pids[round_ % 2]
+            os.kill(victim, signal.SIGKILL)
+            while not gone(victim):
+                time.sleep(0.01)
+            deadline = time.monotonic() + RESTART_BOUND_S
+            while set(workers_of(srv)) != {0, 1} and time.monotonic() < deadline:
+                time.sleep(0.05)
+        time.sleep(0.5)
+        srv.kill()  # the supervisor: its workers stop with it
+        srv.start()
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        producer.join(timeout=60)
+    assert unexpected == []
+    assert len(acknowledged) > 50, len(acknowledged)
+    deadline = time.monotonic() + RESTART_BOUND_S
+    while c.get("/readyz").status_code != 200 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    missing = [
+        (t, m) for t, m in acknowledged if c.get(f"/v1/topics/{t}/messages/{m}").status_code != 200
+    ]
+    assert missing == []
