@@ -384,3 +384,25 @@ def test_crash_loop_with_two_workers_loses_no_acknowledged_send(
         (t, m) for t, m in acknowledged if c.get(f"/v1/topics/{t}/messages/{m}").status_code != 200
     ]
     assert missing == []
+
+
+def test_api_keys_hold_across_the_hop_and_the_merge(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    keys = '{"p-key": "producer", "c-key": "consumer"}'
+    srv = cluster(workers=2, partitions=2, ROCKTIMER_API_KEYS=keys)
+    c = fresh_client(srv)
+    producer, consumer = {"authorization": "Bearer p-key"}, {"authorization": "Bearer c-key"}
+    for t in topics_of(0, 2, 1, "auth") + topics_of(1, 2, 1, "auth"):
+        for _ in range(4):  # over new connections: owners and relays alike
+            assert c.post(f"/v1/topics/{t}/messages", json={"body": "x"}).status_code == 401
+            r = c.post(f"/v1/topics/{t}/messages", json={"body": "x"}, headers=consumer)
+            assert r.status_code == 403
+            r = c.post(f"/v1/topics/{t}/messages", json={"body": "x"}, headers=producer)
+            assert r.status_code == 201
+    for _ in range(4):
+        assert c.get("/v1/topics").status_code == 401
+        assert c.get("/v1/topics", headers=producer).status_code == 403
+        listed = c.get("/v1/topics", headers=consumer)
+        assert listed.status_code == 200
+        assert len(listed.json()["items"]) == 2
