@@ -3,7 +3,8 @@
 - ``/v1/topics/{topic}/...``: the topic's partition (``crc32(topic) % P``). A partition of
   this process answers it itself (that partition's app, create_app's, whole: its front
   door, its routes, its engine); another's is relayed to its owner (app/cluster/relay.py).
-- ``GET /v1/topics``, ``/readyz``, ``/metrics``: gathered from every partition and merged.
+- ``GET /v1/topics``, ``/readyz``, ``/metrics``, ``/v1/stats`` (the console's overview):
+  gathered from every partition and merged.
   A request on the private socket is another worker gathering: it gets this process's
   partitions only.
 - anything else (``/healthz``, ``/openapi.json``, ``/docs``, the console's files, ``/v1/me``)
@@ -88,6 +89,7 @@ class Router:
             TOPICS: self._topics,
             "/readyz": self._readyz,
             "/metrics": self._metrics,
+            "/v1/stats": self._stats,
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -193,6 +195,43 @@ class Router:
                         for f in ("pending_timers", "writer_queue", "due_backlog_timers")
                     },
                     "due_backlog_oldest_ms": max(p["due_backlog_oldest_ms"] for p in parts),
+                }
+            )
+        await response(scope, receive, send)
+
+    async def _stats(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The console's overview of every partition: counts and due buckets summed; the
+        lateness quantiles the largest partition's (each is a bucket's upper bound, and the
+        q-quantile of the whole is at most the largest of the parts')."""
+        answers = await self._answers(scope)
+        response = _unanswered(answers)
+        if response is None:
+            parts = [orjson.loads(a.body) for a in answers if a is not None]
+            lateness = [p["lateness"] for p in parts]
+
+            def most(field: str) -> float | None:
+                found = [x[field] for x in lateness if x[field] is not None]
+                return max(found) if found else None
+
+            due = [p["due_ahead"] for p in parts]
+            response = json_response(
+                {
+                    "now_ms": max(p["now_ms"] for p in parts),
+                    **{
+                        f: sum(p[f] for p in parts)
+                        for f in ("pending_timers", "writer_queue", "long_polls")
+                    },
+                    "delivered_total": sum(p["delivered_total"] for p in parts),
+                    "lateness": {
+                        "count": sum(x["count"] for x in lateness),
+                        "p50_ms": most("p50_ms"),
+                        "p99_ms": most("p99_ms"),
+                    },
+                    "due_ahead": {
+                        "bucket_ms": due[0]["bucket_ms"],
+                        "counts": [sum(c) for c in zip(*(d["counts"] for d in due), strict=True)],
+                        "capped": any(d["capped"] for d in due),
+                    },
                 }
             )
         await response(scope, receive, send)

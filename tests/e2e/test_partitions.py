@@ -406,3 +406,23 @@ def test_api_keys_hold_across_the_hop_and_the_merge(
         listed = c.get("/v1/topics", headers=consumer)
         assert listed.status_code == 200
         assert len(listed.json()["items"]) == 2
+
+
+def test_the_console_overview_covers_every_partition(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    srv = cluster(workers=2, partitions=3)
+    c = fresh_client(srv)
+    for k in range(3):
+        for t in topics_of(k, 3, 2, "o"):
+            later = {"body": "later", "delay_ms": 90_000}  # the second minute's bucket
+            assert c.post(f"/v1/topics/{t}/messages", json=later).status_code == 201
+            assert c.post(f"/v1/topics/{t}/messages", json={"body": "now"}).status_code == 201
+    for _ in range(4):  # whichever worker answers
+        stats = c.get("/v1/stats").json()
+        assert stats["pending_timers"] == 6
+        assert stats["delivered_total"] == 6
+        assert stats["lateness"]["count"] == 6
+        assert stats["lateness"]["p99_ms"] is not None
+        assert sum(stats["due_ahead"]["counts"]) == 6
+        assert stats["due_ahead"]["counts"][1] == 6
