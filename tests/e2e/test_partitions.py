@@ -251,6 +251,10 @@ def test_sigkill_of_a_worker_others_serve_its_partitions_503_then_back(
                 assert r.headers["retry-after"] == "1"
                 assert r.headers["content-type"] == "application/problem+json"
                 assert "partition 1" in r.json()["detail"]
+                listed = c.get("/v1/topics")  # a merge without partition 1: refused too
+                assert listed.status_code in (200, 503)
+                if listed.status_code == 503:
+                    assert listed.headers["retry-after"] == "1"
         if statuses[dead_topic][-1] == 201:
             back_after = time.monotonic() - killed_at
             break
@@ -426,3 +430,25 @@ def test_the_console_overview_covers_every_partition(
         assert stats["lateness"]["p99_ms"] is not None
         assert sum(stats["due_ahead"]["counts"]) == 6
         assert stats["due_ahead"]["counts"][1] == 6
+
+
+def test_one_worker_serves_every_partition_of_a_partitioned_data_dir(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client], tmp_path: Path
+) -> None:
+    """A data dir made with two workers, run with the default of one: one worker process
+    holds both partitions, and nothing is relayed."""
+    srv = cluster(workers=2)
+    c = fresh_client(srv)
+    topics = topics_of(0, 2, 2, "one") + topics_of(1, 2, 2, "one")
+    for t in topics:
+        assert c.post(f"/v1/topics/{t}/messages", json={"body": t}).status_code == 201
+    srv.stop()
+    srv = cluster(workers=1)
+    assert set(workers_of(srv)) == {0}
+    c = fresh_client(srv)
+    assert [i["topic"] for i in c.get("/v1/topics").json()["items"]] == sorted(topics)
+    for t in topics:
+        got = c.post(f"/v1/topics/{t}/groups/g/receive", json={"max_messages": 5}).json()
+        assert [m["body"] for m in got["messages"]] == [t]
+    assert c.get("/readyz").status_code == 200
+    assert not (tmp_path / "data" / "CURRENT").exists()
