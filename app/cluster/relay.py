@@ -164,6 +164,24 @@ async def read_body(receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
+async def request_body(
+    limit: BodyLimit, scope: Scope, receive: Receive, send: Send
+) -> bytes | None:
+    """The request's body, under ``limit``; None once answered (over the limit: the
+    owner's own 413) or when the client went away."""
+    refused = limit.refusal(scope)
+    if refused is not None:
+        await refused(scope, receive, send)
+        return None
+    try:
+        return await read_body(limit.counted(receive))
+    except OwnerDown:
+        return None
+    except Exception as exc:
+        await render(exc)(scope, receive, send)
+        return None
+
+
 def unavailable(what: str) -> Response:
     return problem(
         503,
@@ -205,24 +223,10 @@ class Relay:
         for conn in idle:
             conn.close()
 
-    async def _body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
-        """The request's body, or None once refused (over the limit: the owner's answer)."""
-        refused = self.limit.refusal(scope)
-        if refused is not None:
-            await refused(scope, receive, send)
-            return None
-        try:
-            return await read_body(self.limit.counted(receive))
-        except OwnerDown:
-            return None
-        except Exception as exc:
-            await render(exc)(scope, receive, send)
-            return None
-
     async def forward(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Relay one request and its reply; OwnerDown if no reply began (nothing was sent
         to the client then)."""
-        body = await self._body(scope, receive, send)
+        body = await request_body(self.limit, scope, receive, send)
         if body is None:
             return
         conn = await self._take()

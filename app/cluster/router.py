@@ -7,6 +7,8 @@
   gathered from every partition and merged.
   A request on the private socket is another worker gathering: it gets this process's
   partitions only.
+- ``/v1/topics/%DLQ%{group}/...``: a group's dead letters, kept on their source topics'
+  partitions, read from all of them (app/cluster/dlq.py).
 - anything else (``/healthz``, ``/openapi.json``, ``/docs``, the console's files, ``/v1/me``)
   is the same from every partition: one of this process's answers it.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import parse_qs
 
 import orjson
@@ -24,54 +26,19 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.responses import Response
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
+from app.cluster.dlq import DeadLetters, kind
+from app.cluster.gather import Answer, Part, call, unanswered
 from app.cluster.layout import Layout, partition_of
 from app.cluster.relay import OwnerDown, Relay, unavailable
 from app.front import Service
 from app.routes.common import PAGE_DEFAULT, encode_cursor, json_response
+from storage.keys import DLQ_PREFIX
 
 TOPICS = "/v1/topics"
 TOPIC_PREFIX = TOPICS + "/"
 PARTITION_LABEL = "partition"
-
-
-class Answer(NamedTuple):
-    status: int
-    headers: list[tuple[bytes, bytes]]
-    body: bytes
-
-
-async def call(app: Callable[[Scope, Receive, Send], Awaitable[None]], scope: Scope) -> Answer:
-    """An in-process GET of ``app`` (the request's own headers: its API key), collected."""
-    status = 0
-    headers: list[tuple[bytes, bytes]] = []
-    chunks: list[bytes] = []
-    asked = False
-
-    async def receive() -> Message:
-        nonlocal asked
-        if asked:  # a client that stays until the reply is whole
-            await asyncio.get_running_loop().create_future()
-        asked = True
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: Message) -> None:
-        nonlocal status, headers
-        if message["type"] == "http.response.start":
-            status, headers = message["status"], list(message.get("headers", []))
-        elif message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
-
-    await app({**scope, "method": "GET"}, receive, send)
-    return Answer(status, headers, b"".join(chunks))
-
-
-def _replay(answer: Answer) -> Response:
-    response = Response(answer.body, status_code=answer.status)
-    response.raw_headers = [h for h in answer.headers if h[0] != b"content-length"]
-    response.raw_headers.append((b"content-length", str(len(answer.body)).encode()))
-    return response
 
 
 class Router:
@@ -91,19 +58,18 @@ class Router:
             "/metrics": self._metrics,
             "/v1/stats": self._stats,
         }
+        self.dead_letters = DeadLetters(self._parts, self._collect, limit)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             path: str = scope["path"]
             if path.startswith(TOPIC_PREFIX):
                 topic = path[len(TOPIC_PREFIX) :].partition("/")[0]
+                if topic.startswith(DLQ_PREFIX) and (what := kind(path)) != "own":
+                    await self.dead_letters.answer(scope, receive, send, what)
+                    return
                 if topic:
-                    k = partition_of(topic, self.layout.partitions)
-                    app = self.apps.get(k)
-                    if app is not None:
-                        await app(scope, receive, send)
-                    else:
-                        await self._relay(k, scope, receive, send)
+                    await self._to_owner(topic, scope, receive, send)
                     return
             elif scope["method"] in ("GET", "HEAD") and (gather := self.gathered.get(path)):
                 await gather(scope, receive, send)
@@ -118,6 +84,14 @@ class Router:
         """Came in on the private unix socket (uvicorn gives a unix socket no port)."""
         server = scope.get("server")
         return server is not None and server[1] is None
+
+    async def _to_owner(self, topic: str, scope: Scope, receive: Receive, send: Send) -> None:
+        k = partition_of(topic, self.layout.partitions)
+        app = self.apps.get(k)
+        if app is not None:
+            await app(scope, receive, send)
+        else:
+            await self._relay(k, scope, receive, send)
 
     async def _relay(self, k: int, scope: Scope, receive: Receive, send: Send) -> None:
         owner = self.layout.owner(k)
@@ -148,18 +122,29 @@ class Router:
 
     # --- gathered from every partition ------------------------------------------------------
 
-    async def _answers(self, scope: Scope) -> list[Answer | None]:
+    async def _answers(self, scope: Scope, body: bytes = b"") -> list[Answer | None]:
         """Each local partition's answer and, for a client's request, each other worker's
         (its partitions merged); None for a worker that is down."""
-        calls: list[Awaitable[Answer | None]] = [call(app, scope) for app in self.apps.values()]
+        calls: list[Awaitable[Answer | None]] = [
+            call(app, scope, body) for app in self.apps.values()
+        ]
         if not self._internal(scope):
-            calls += [self._fetch(relay, scope) for relay in self.relays.values()]
+            calls += [self._collect(relay.forward, scope, body) for relay in self.relays.values()]
         return list(await asyncio.gather(*calls))
 
+    def _parts(self, scope: Scope) -> list[Part]:
+        """Who answers for which partitions, in a fixed order: each local partition's app,
+        then (for a client's request) each other worker."""
+        parts: list[Part] = list(self.apps.values())
+        if not self._internal(scope):
+            parts += [relay.forward for relay in self.relays.values()]
+        return parts
+
     @staticmethod
-    async def _fetch(relay: Relay, scope: Scope) -> Answer | None:
+    async def _collect(part: Part, scope: Scope, body: bytes = b"") -> Answer | None:
+        """One part's answer (a local partition's, or another worker's); None if down."""
         try:
-            return await call(relay.forward, scope)
+            return await call(part, scope, body)
         except OwnerDown:
             return None
 
@@ -167,7 +152,7 @@ class Router:
         """Topics by name from every partition: the first ``limit`` after the cursor of
         each, merged; the cursor is a name, so pages are stable across partitions."""
         answers = await self._answers(scope)
-        response = _unanswered(answers)
+        response = unanswered(answers)
         if response is None:
             pages = [orjson.loads(a.body) for a in answers if a is not None]
             query = parse_qs(scope["query_string"].decode("latin-1"))
@@ -182,7 +167,7 @@ class Router:
     async def _readyz(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Ready when every partition is; the counts summed, the backlog's age the oldest."""
         answers = await self._answers(scope)
-        response = _unanswered(answers)
+        response = unanswered(answers)
         if response is None:
             parts = [orjson.loads(a.body) for a in answers if a is not None]
             response = json_response(
@@ -204,7 +189,7 @@ class Router:
         lateness quantiles the largest partition's (each is a bucket's upper bound, and the
         q-quantile of the whole is at most the largest of the parts')."""
         answers = await self._answers(scope)
-        response = _unanswered(answers)
+        response = unanswered(answers)
         if response is None:
             parts = [orjson.loads(a.body) for a in answers if a is not None]
             lateness = [p["lateness"] for p in parts]
@@ -244,9 +229,9 @@ class Router:
                 _merge(families, family, {PARTITION_LABEL: str(k)})
         if not self._internal(scope):
             fetched = await asyncio.gather(
-                *(self._fetch(relay, scope) for relay in self.relays.values())
+                *(self._collect(relay.forward, scope) for relay in self.relays.values())
             )
-            if (response := _unanswered(list(fetched))) is not None:
+            if (response := unanswered(list(fetched))) is not None:
                 await response(scope, receive, send)
                 return
             for answer in fetched:
@@ -258,18 +243,6 @@ class Router:
         await Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)(
             scope, receive, send
         )
-
-
-def _unanswered(answers: Sequence[Answer | None]) -> Response | None:
-    """A 503 if a worker is down (a merge without its partitions would be a wrong answer),
-    the first refusal as it was (401, 422 …), or None when every partition answered."""
-    if any(a is None for a in answers):
-        return unavailable("a partition")
-    for answer in answers:
-        assert answer is not None
-        if answer.status != 200:
-            return _replay(answer)
-    return None
 
 
 def _merge(families: dict[str, Metric], family: Metric, labels: dict[str, str]) -> None:

@@ -452,3 +452,43 @@ def test_one_worker_serves_every_partition_of_a_partitioned_data_dir(
         assert [m["body"] for m in got["messages"]] == [t]
     assert c.get("/readyz").status_code == 200
     assert not (tmp_path / "data" / "CURRENT").exists()
+
+
+def test_a_groups_dead_letters_are_read_from_every_partition(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    srv = cluster(workers=2, partitions=2)
+    assert set(workers_of(srv)) == {0, 1}
+    c = fresh_client(srv)
+    sources = topics_of(0, 2, 2, "dl") + topics_of(1, 2, 2, "dl")
+    dlq = "/v1/topics/%25DLQ%25g"
+
+    def kill(topic: str, msg_id: str) -> None:
+        """Send one message and fail its only attempt: a dead letter of group g."""
+        assert c.put(f"/v1/topics/{topic}/groups/g", json={"max_attempts": 1}).is_success
+        body = {"msg_id": msg_id, "body": topic}
+        assert c.post(f"/v1/topics/{topic}/messages", json=body).status_code == 201
+        got = c.post(f"/v1/topics/{topic}/groups/g/receive", json={"max_messages": 1}).json()
+        receipts = [m["receipt"] for m in got["messages"]]
+        nacked = c.post(f"/v1/topics/{topic}/groups/g/nack", json={"receipts": receipts})
+        assert nacked.json()["results"][0]["status"] == "nacked", nacked.text
+
+    for t in sources:
+        kill(t, f"dead-{t}")
+    got = c.post(f"{dlq}/groups/reader/receive", json={"max_messages": 100}).json()["messages"]
+    assert sorted(m["source_topic"] for m in got) == sorted(sources)
+    assert {m["msg_id"] for m in got} == {f"dead-{t}" for t in sources}
+    receipts = [m["receipt"] for m in got] + ["not-a-receipt"]
+    acked = c.post(f"{dlq}/groups/reader/ack", json={"receipts": receipts}).json()["results"]
+    assert [r["status"] for r in acked] == ["acked"] * len(sources) + ["unknown"]
+    assert c.post(f"{dlq}/groups/reader/receive", json={}).json() == {"messages": []}
+    assert c.post(f"{dlq}/groups/reader/receive", json={"max_messages": 0}).status_code == 422
+    # A long poll on the DLQ returns when a dead letter arrives in any partition.
+    for t in (sources[0], sources[-1]):
+        started = time.monotonic()
+        timer = threading.Timer(0.5, kill, args=(t, f"late-{t}"))
+        timer.start()
+        r = c.post(f"{dlq}/groups/reader/receive", json={"wait_ms": 10_000})
+        timer.join()
+        assert [m["msg_id"] for m in r.json()["messages"]] == [f"late-{t}"]
+        assert time.monotonic() - started < 5
