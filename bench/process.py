@@ -304,10 +304,14 @@ def workers_of(supervisor: int) -> dict[int, int]:
     children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
     for pid in map(int, children):
         try:
-            links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
-        except OSError:
+            fds = list(Path(f"/proc/{pid}/fd").iterdir())
+        except OSError:  # exited meanwhile
             continue
-        for link in links:
+        for fd in fds:
+            try:
+                link = os.readlink(fd)
+            except OSError:  # closed meanwhile (a worker opens and closes files all along)
+                continue
             if link.startswith("socket:[") and link[8:-1] in sockets:
                 found[sockets[link[8:-1]]] = pid
     return found

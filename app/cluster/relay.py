@@ -47,6 +47,10 @@ class OwnerDown(Exception):
     """The owner did not answer: nothing of a reply reached the client."""
 
 
+class ClientGone(Exception):
+    """The client went away before its request's body was read: nothing to answer."""
+
+
 class _Upstream(asyncio.Protocol):
     """One connection to the owner, one request at a time; httptools parses the reply."""
 
@@ -158,7 +162,7 @@ async def read_body(receive: Receive) -> bytes:
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            raise OwnerDown("the client went away")  # nothing to answer
+            raise ClientGone
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
@@ -175,7 +179,7 @@ async def request_body(
         return None
     try:
         return await read_body(limit.counted(receive))
-    except OwnerDown:
+    except ClientGone:
         return None
     except Exception as exc:
         await render(exc)(scope, receive, send)
