@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench import process
+from bench import hop, process
 from bench.process import ROOT
 from storage.store import RocksStore
 from tests.e2e.server import Server
@@ -492,3 +493,42 @@ def test_a_groups_dead_letters_are_read_from_every_partition(
         timer.join()
         assert [m["msg_id"] for m in r.json()["messages"]] == [f"late-{t}"]
         assert time.monotonic() - started < 5
+
+
+def connection_on(srv: Server, worker: int) -> socket.socket:
+    """A connection to the public port that worker ``worker`` accepted."""
+    pids = workers_of(srv)
+    for _ in range(200):
+        sock = socket.create_connection((process.HOST, srv.port), timeout=10)
+        deadline = time.monotonic() + 2
+        holder = None
+        while holder is None and time.monotonic() < deadline:
+            holder = hop.accepted_by(sock.getsockname()[1], srv.port, pids)
+            time.sleep(0.005)
+        if holder == worker:
+            return sock
+        sock.close()
+    raise AssertionError(f"no connection landed on worker {worker}")
+
+
+def open_streams(c: httpx.Client, partition: int) -> float:
+    text = c.get("/metrics").text
+    line = f'rocktimer_streams{{partition="{partition}"}} '
+    return float(text.split(line, 1)[1].split()[0])
+
+
+def test_a_client_leaving_a_relayed_stream_ends_it_on_the_owner(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    srv = cluster(workers=2, partitions=2)
+    c = fresh_client(srv)
+    topic = topics_of(1, 2, 1, "gone")[0]  # worker 1's; the connection is worker 0's
+    sock = connection_on(srv, 0)
+    sock.sendall(f"GET /v1/topics/{topic}/groups/g/stream HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert sock.recv(4096).startswith(b"HTTP/1.1 200")  # relayed: the owner's stream began
+    assert open_streams(c, 1) == 1
+    sock.close()
+    deadline = time.monotonic() + 10
+    while open_streams(c, 1) != 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert open_streams(c, 1) == 0  # the owner ended it: its slots are free again
