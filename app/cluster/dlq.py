@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from pydantic import ValidationError
@@ -57,17 +56,21 @@ def kind(path: str) -> str:
     return "own"
 
 
-class DeadLetters:
-    """The gathered ``%DLQ%`` topic of one worker's router (app/cluster/router.py)."""
+class Gatherer(Protocol):
+    """What the dead letters ask of a worker's router (app/cluster/router.py)."""
 
-    def __init__(
-        self,
-        parts: Callable[[Scope], list[Part]],
-        collect: Callable[[Part, Scope, bytes], Awaitable[Answer | None]],
-        limit: BodyLimit,
-    ) -> None:
-        self.parts = parts  # who answers for which partitions, for this request
-        self.collect = collect  # one part's answer to the request with a body; None: down
+    def parts(self, scope: Scope) -> list[Part]: ...
+
+    async def collect(self, part: Part, scope: Scope, body: bytes = b"") -> Answer | None: ...
+
+    async def answers(self, scope: Scope, body: bytes = b"") -> list[Answer | None]: ...
+
+
+class DeadLetters:
+    """The gathered ``%DLQ%`` topic of one worker's router."""
+
+    def __init__(self, router: Gatherer, limit: BodyLimit) -> None:
+        self.router = router
         self.limit = limit
 
     async def answer(self, scope: Scope, receive: Receive, send: Send, what: str) -> None:
@@ -85,10 +88,6 @@ class DeadLetters:
             response = await self._first(scope, body)
         await response(scope, receive, send)
 
-    async def _answers(self, scope: Scope, body: bytes) -> list[Answer | None]:
-        parts = self.parts(scope)
-        return list(await asyncio.gather(*(self.collect(p, scope, body) for p in parts)))
-
     async def _receive(self, scope: Scope, body: bytes) -> Response:
         try:
             asked = ReceiveRequest.model_validate_json(body or b"{}")
@@ -98,12 +97,12 @@ class DeadLetters:
         fields = orjson.loads(body or b"{}")
         got: list[Any] = []
         while True:
-            for part in self.parts(scope):
+            for part in self.router.parts(scope):
                 wanted = asked.max_messages - len(got)
                 if wanted <= 0:
                     break
                 one = orjson.dumps({**fields, "max_messages": wanted, "wait_ms": 0})
-                answer = await self.collect(part, scope, one)
+                answer = await self.router.collect(part, scope, one)
                 if (refused := unanswered([answer])) is not None:
                     if got:  # what is held is answered; the rest waits for the next receive
                         break
@@ -116,7 +115,7 @@ class DeadLetters:
             await asyncio.sleep(min(DLQ_POLL_MS / 1000, left))
 
     async def _settle(self, scope: Scope, body: bytes) -> Response:
-        answers = await self._answers(scope, body)
+        answers = await self.router.answers(scope, body)
         if (refused := unanswered(answers)) is not None:
             return refused
         merged: list[dict[str, Any]] = []
@@ -127,7 +126,7 @@ class DeadLetters:
         return json_response({"results": merged})
 
     async def _first(self, scope: Scope, body: bytes) -> Response:
-        answers = await self._answers(scope, body)
+        answers = await self.router.answers(scope, body)
         for answer in answers:
             if answer is not None and answer.status == 200:
                 return replay(answer)
@@ -138,7 +137,7 @@ class DeadLetters:
         return replay(first)
 
     async def _every(self, scope: Scope, body: bytes) -> Response:
-        answers = await self._answers(scope, body)
+        answers = await self.router.answers(scope, body)
         for answer in answers:
             if answer is None:
                 return unavailable("a partition")

@@ -49,7 +49,6 @@ class Router:
         self.worker = worker
         self.apps = apps
         self.first = apps[min(apps)]
-        self.sockets = sockets
         limit = self.first.limit
         self.relays = {w: Relay(sockets[w], limit) for w in range(layout.workers) if w != worker}
         self.gathered: dict[str, Callable[[Scope, Receive, Send], Awaitable[None]]] = {
@@ -58,7 +57,7 @@ class Router:
             "/metrics": self._metrics,
             "/v1/stats": self._stats,
         }
-        self.dead_letters = DeadLetters(self._parts, self._collect, limit)
+        self.dead_letters = DeadLetters(self, limit)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -122,36 +121,31 @@ class Router:
 
     # --- gathered from every partition ------------------------------------------------------
 
-    async def _answers(self, scope: Scope, body: bytes = b"") -> list[Answer | None]:
-        """Each local partition's answer and, for a client's request, each other worker's
-        (its partitions merged); None for a worker that is down."""
-        calls: list[Awaitable[Answer | None]] = [
-            call(app, scope, body) for app in self.apps.values()
-        ]
-        if not self._internal(scope):
-            calls += [self._collect(relay.forward, scope, body) for relay in self.relays.values()]
-        return list(await asyncio.gather(*calls))
-
-    def _parts(self, scope: Scope) -> list[Part]:
+    def parts(self, scope: Scope) -> list[Part]:
         """Who answers for which partitions, in a fixed order: each local partition's app,
-        then (for a client's request) each other worker."""
+        then, for a client's request, each other worker (for its own partitions)."""
         parts: list[Part] = list(self.apps.values())
         if not self._internal(scope):
             parts += [relay.forward for relay in self.relays.values()]
         return parts
 
     @staticmethod
-    async def _collect(part: Part, scope: Scope, body: bytes = b"") -> Answer | None:
-        """One part's answer (a local partition's, or another worker's); None if down."""
+    async def collect(part: Part, scope: Scope, body: bytes = b"") -> Answer | None:
+        """One part's answer to the request with ``body``; None if its worker is down."""
         try:
             return await call(part, scope, body)
         except OwnerDown:
             return None
 
+    async def answers(self, scope: Scope, body: bytes = b"") -> list[Answer | None]:
+        """Every part's answer, in the order of ``parts``."""
+        parts = self.parts(scope)
+        return list(await asyncio.gather(*(self.collect(p, scope, body) for p in parts)))
+
     async def _topics(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Topics by name from every partition: the first ``limit`` after the cursor of
         each, merged; the cursor is a name, so pages are stable across partitions."""
-        answers = await self._answers(scope)
+        answers = await self.answers(scope)
         response = unanswered(answers)
         if response is None:
             pages = [orjson.loads(a.body) for a in answers if a is not None]
@@ -166,7 +160,7 @@ class Router:
 
     async def _readyz(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Ready when every partition is; the counts summed, the backlog's age the oldest."""
-        answers = await self._answers(scope)
+        answers = await self.answers(scope)
         response = unanswered(answers)
         if response is None:
             parts = [orjson.loads(a.body) for a in answers if a is not None]
@@ -188,7 +182,7 @@ class Router:
         """The console's overview of every partition: counts and due buckets summed; the
         lateness quantiles the largest partition's (each is a bucket's upper bound, and the
         q-quantile of the whole is at most the largest of the parts')."""
-        answers = await self._answers(scope)
+        answers = await self.answers(scope)
         response = unanswered(answers)
         if response is None:
             parts = [orjson.loads(a.body) for a in answers if a is not None]
@@ -229,7 +223,7 @@ class Router:
                 _merge(families, family, {PARTITION_LABEL: str(k)})
         if not self._internal(scope):
             fetched = await asyncio.gather(
-                *(self._collect(relay.forward, scope) for relay in self.relays.values())
+                *(self.collect(relay.forward, scope) for relay in self.relays.values())
             )
             if (response := unanswered(list(fetched))) is not None:
                 await response(scope, receive, send)
