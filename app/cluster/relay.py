@@ -254,8 +254,8 @@ class Relay:
                     raise OwnerDown("the owner closed the connection before replying")
                 if conn.head_done and not started:
                     headers = [(n, v) for n, v in conn.headers if n not in REPLY_DROPPED]
-                    await send({"type": "http.response.start", "status": conn.status,
-                                "headers": headers})  # fmt: skip
+                    start = {"type": "http.response.start", "status": conn.status}
+                    await send({**start, "headers": headers})
                     started = True
                 chunk = conn.take_body()
                 if conn.done:
