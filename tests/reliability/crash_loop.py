@@ -87,9 +87,11 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import os
 import random
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -102,7 +104,7 @@ from typing import Any, TextIO
 
 import httpx
 
-from bench.process import free_port
+from bench.process import free_port, workers_of
 from tests.e2e.server import Server
 from tests.reliability.ledger import (
     AUDIT,
@@ -243,6 +245,7 @@ class Config:
     load_s: float = LOAD_S
     data_dir: Path | None = None  # None: a fresh temp dir, removed after a clean run
     keep: bool = False  # keep the data dir even after a clean run
+    workers: int = 1  # ROCKTIMER_WORKERS: more than one is a partitioned data dir
 
 
 @dataclass
@@ -404,10 +407,20 @@ class CrashLoop:
             self.ledger.violate(
                 "server-died", "-", "-", f"exit code {proc.returncode} before the kill"
             )
-        self.server.kill()
+        self.kill_all()
         phase.stop.set()
         self.join(threads)
         return kill_at
+
+    def kill_all(self) -> None:
+        """SIGKILL the server: with workers, each worker too, the supervisor stopped first
+        (else it would start one again; and a worker it outlives gets SIGTERM, not a kill)."""
+        proc = self.server.proc
+        if self.config.workers > 1 and proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGSTOP)
+            for pid in workers_of(proc.pid).values():
+                os.kill(pid, signal.SIGKILL)
+        self.server.kill()
 
     def child_rng(self) -> random.Random:
         return random.Random(self.rng.getrandbits(64))
@@ -425,6 +438,7 @@ class CrashLoop:
             **SERVER_ENV,
             "ROCKTIMER_SCAN_CHUNK": str(self.rng.choice(SCAN_CHUNKS)),
             "ROCKTIMER_PUT_QUEUE_CHUNKS": str(self.rng.choice(PUT_QUEUE_CHUNKS)),
+            "ROCKTIMER_WORKERS": str(self.config.workers),
         }
         began = time.monotonic()
         try:
@@ -439,10 +453,13 @@ class CrashLoop:
 
     def check_logs(self) -> None:
         """The open needed no repair (RocksDB's info LOG), the server logged no error."""
-        torn, problems = store_open_problems((self.data_dir / "LOG").read_text(errors="replace"))
-        self.ledger.count("torn_wal_tails", torn)
-        for line in problems:
-            self.ledger.violate("store-open", "-", "-", f"RocksDB LOG: {line}")
+        logs = [self.data_dir / "LOG"] if self.config.workers == 1 else []
+        logs += sorted(self.data_dir.glob("p[0-9]*/LOG"))  # a partitioned data dir: one each
+        for path in logs:
+            torn, problems = store_open_problems(path.read_text(errors="replace"))
+            self.ledger.count("torn_wal_tails", torn)
+            for line in problems:
+                self.ledger.violate("store-open", "-", "-", f"RocksDB LOG ({path}): {line}")
         text = self.server.logs()
         new, self.log_offset = text[self.log_offset :], len(text)
         for marker in LOG_MARKERS_SERVER:
@@ -710,11 +727,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--load-s", type=float, default=LOAD_S, help="longest load per cycle")
     parser.add_argument("--data-dir", type=Path, default=None, help="default: a temp dir")
     parser.add_argument("--keep", action="store_true", help="keep the data dir after a clean run")
+    parser.add_argument("--workers", type=int, default=1, help="ROCKTIMER_WORKERS (partitions)")
     args = parser.parse_args(argv)
     if args.cycles < 1 or args.load_s <= MIN_KILL_S:
         parser.error(f"--cycles must be >= 1 and --load-s > {MIN_KILL_S}")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
-    summary = run(Config(args.cycles, seed, args.load_s, args.data_dir, args.keep))
+    summary = run(Config(args.cycles, seed, args.load_s, args.data_dir, args.keep, args.workers))
     print(summary.report(), flush=True)
     return 0 if summary.ok else 1
 
