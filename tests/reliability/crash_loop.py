@@ -401,7 +401,15 @@ class CrashLoop:
         if self.rng.random() < STORM_CHANCE:  # in the first half: most fall due before the kill
             storm_at = self.rng.uniform(0, kill_at / 2)
             threads.append(guarded(self.ledger, stormer, phase, self.child_rng(), storm_at))
+        worker_kill = None
+        if self.config.workers > 1:  # one worker alone first, then the whole server
+            at = self.rng.uniform(0, kill_at * 0.8)
+            worker_kill = threading.Timer(at, self.kill_one, args=(self.rng.randrange(2**32),))
+            worker_kill.start()
         time.sleep(kill_at)
+        if worker_kill is not None:
+            worker_kill.cancel()
+            worker_kill.join()
         proc = self.server.proc
         if proc is not None and proc.poll() is not None:
             self.ledger.violate(
@@ -411,6 +419,16 @@ class CrashLoop:
         phase.stop.set()
         self.join(threads)
         return kill_at
+
+    def kill_one(self, pick: int) -> None:
+        """SIGKILL one worker: the supervisor starts it again, the others go on serving."""
+        proc = self.server.proc
+        if proc is None or proc.poll() is not None:
+            return
+        workers = workers_of(proc.pid)
+        if workers:
+            os.kill(workers[sorted(workers)[pick % len(workers)]], signal.SIGKILL)
+            self.ledger.count("worker_kills")
 
     def kill_all(self) -> None:
         """SIGKILL the server: with workers, each worker too, the supervisor stopped first

@@ -1,6 +1,7 @@
-"""The crash loop with two worker processes on two partitions (app/cluster/): every cycle
-SIGKILLs both workers and the supervisor under mixed load; nothing acknowledged is lost,
-each partition's RocksDB opens without a repair."""
+"""The crash loop with two worker processes on two partitions (app/cluster/): each cycle
+SIGKILLs one worker alone (the supervisor starts it again), then both workers
+and the supervisor, under mixed load; nothing acknowledged is lost, each partition's
+RocksDB opens without a repair."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def test_nothing_acknowledged_is_lost_across_sigkills_of_two_workers(tmp_path: P
     assert (data / "partitions.json").exists()  # it ran partitioned: a store per partition
     assert sorted(p.name for p in data.glob("p[0-9]*")) == ["p0", "p1"]
     stats = summary.stats
+    assert stats["worker_kills"] >= CYCLES - 1, report  # a cycle's timer may lose the race
     for counter in ("acknowledged", "delivered", "audit_acked", "work_acked", "work_nacked"):
         assert stats[counter] > 0, f"{counter} is 0: the load did not do what it should\n{report}"
     assert stats["delivered"] + stats["final_cancelled"] == stats["messages"], report
