@@ -1,4 +1,5 @@
-"""``python -m app``: run the service with uvicorn (one worker: one process owns the store).
+"""``python -m app``: run the service with uvicorn: one process owning the store, or, for a
+partitioned data dir, a supervisor of worker processes (app/cluster/).
 
 What can go wrong at start is said in one line on stderr, never a traceback: a bad
 setting (naming the variable and what it accepts), a data dir another process holds, a
@@ -20,13 +21,16 @@ from typing import Any, NoReturn
 import uvicorn
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
+from starlette.types import ASGIApp
 
 from app import logs
+from app.cluster import layout
+from app.cluster.layout import Layout
 from app.config import Settings
 from app.http import BoundedHeaders
 from app.main import create_app
 from storage.errors import StorageError
-from workers.engine import Engine
+from workers.engine import Engine, EngineConfig
 
 GC_GEN0_THRESHOLD = 70_000
 GRACEFUL_SHUTDOWN_S = 5  # open long polls are answered at once; this bounds the rest
@@ -106,10 +110,13 @@ def load_settings() -> Settings:
         fail(describe(exc), EXIT_BAD_SETTING)
 
 
-def open_engine(settings: Settings) -> Engine:
-    data_dir = settings.data_dir
+def open_engine(settings: Settings, config: EngineConfig | None = None, share: int = 1) -> Engine:
+    """The engine on ``config`` (settings.engine if None), or one line and an exit.
+    ``share``: engines this process runs (app/cluster/), splitting RocksDB's memory."""
+    config = config or settings.engine
+    data_dir = config.data_dir
     try:
-        return Engine(settings.engine)
+        return Engine(config, memory_share=share)
     except StorageError as exc:
         if "lock" in str(exc).lower():
             fail(
@@ -121,6 +128,18 @@ def open_engine(settings: Settings) -> Engine:
         fail(f"cannot open the data dir {data_dir}: {exc}", EXIT_CANNOT_START)
     except OSError as exc:
         fail(f"cannot use the data dir {data_dir}: {exc.strerror or exc}", EXIT_CANNOT_START)
+
+
+def resolve_layout(settings: Settings) -> Layout:
+    """The data dir's partitions and the worker processes to run, or one line and exit 2."""
+    try:
+        return layout.resolve(settings.data_dir, settings.partitions, settings.workers)
+    except layout.LayoutError as exc:
+        fail(str(exc), EXIT_BAD_SETTING)
+    except OSError as exc:
+        fail(
+            f"cannot use the data dir {settings.data_dir}: {exc.strerror or exc}", EXIT_CANNOT_START
+        )
 
 
 def listen(settings: Settings) -> socket.socket:
@@ -155,9 +174,9 @@ class Server(uvicorn.Server):
     for its supervisor to start it again (a restart rescans every timer). A server that
     kept answering 201 while nothing is delivered is the one outcome not allowed."""
 
-    def __init__(self, config: uvicorn.Config, engine: Engine, settings: Settings) -> None:
+    def __init__(self, config: uvicorn.Config, settings: Settings, *engines: Engine) -> None:
         super().__init__(config)
-        self.engine = engine
+        self.engines = engines
         self.settings = settings
         self.worker_died = False
 
@@ -171,12 +190,12 @@ class Server(uvicorn.Server):
             f"[{host}]" if ":" in host else host,
             port,
             self.settings.data_dir,
-            self.engine.writer.pending_timers,
+            sum(engine.writer.pending_timers for engine in self.engines),
         )
 
     async def on_tick(self, counter: int) -> bool:
         if counter % WATCH_TICKS == 0 and not self.worker_died:
-            dead = self.engine.dead_workers()
+            dead = [name for engine in self.engines for name in engine.dead_workers()]
             if dead:
                 log.critical("stopping: a worker thread ended (%s)", "; ".join(dead))
                 self.worker_died = True
@@ -188,18 +207,13 @@ class Server(uvicorn.Server):
         return await super().on_tick(counter)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        self.engine.release_long_polls()
+        for engine in self.engines:
+            engine.release_long_polls()
         await super().shutdown(sockets)
 
 
-def main() -> None:
-    settings = load_settings()
-    logs.configure(settings.log_level, settings.log_format)
-    sock = listen(settings)
-    engine = open_engine(settings)
-    app = create_app(settings, engine=engine)
-    tune_gc()
-    config = uvicorn.Config(
+def server_config(app: ASGIApp, settings: Settings) -> uvicorn.Config:
+    return uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -213,7 +227,21 @@ def main() -> None:
         proxy_headers=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
-    server = Server(config, engine, settings)
+
+
+def main() -> None:
+    settings = load_settings()
+    logs.configure(settings.log_level, settings.log_format)
+    if (found := resolve_layout(settings)).partitions > 1:
+        from app.cluster import supervisor
+
+        supervisor.run(settings, found)
+        return
+    sock = listen(settings)
+    engine = open_engine(settings)
+    app = create_app(settings, engine=engine)
+    tune_gc()
+    server = Server(server_config(app, settings), settings, engine)
     try:
         server.run(sockets=[sock])
     finally:  # closes the store if the lifespan never ran (it stops the engine itself)

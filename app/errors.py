@@ -81,6 +81,11 @@ class Misdirected(RocktimerError):
     """Without API keys, a Host that is not a name of this service (421; app/origin.py)."""
 
 
+class PartitionUnavailable(RocktimerError):
+    """The worker process that owns a partition is not answering: it is being restarted
+    (503 + Retry-After; app/cluster/)."""
+
+
 class NotReady(RocktimerError):
     """The store or a worker is not running: /readyz says so (503)."""
 
@@ -118,6 +123,7 @@ REPLIES: dict[type[Exception], Reply] = {
     StorageError: Reply(503, "Service Unavailable", UNAVAILABLE, RETRY_SOON),
     DiskFullError: Reply(503, "Service Unavailable", None, RETRY_SOON),
     NotReady: Reply(503, "Service Unavailable", None, logged=False),
+    PartitionUnavailable: Reply(503, "Service Unavailable", None, RETRY_SOON, logged=False),
     CorruptRecordError: Reply(500, "Internal Server Error", UNEXPECTED),
 }
 _UNKNOWN = Reply(500, "Internal Server Error", UNEXPECTED)

@@ -1,11 +1,17 @@
 """Reply shapes: how a message looks in the JSON the service sends, for the routes and for
-the webhook POSTs of push groups (app/push/pusher.py) alike."""
+the webhook POSTs of push groups (app/push/pusher.py) alike; a JSON reply, and the page
+cursors of every listing (the routes, and the listings gathered across partitions)."""
 
 from __future__ import annotations
 
 import base64
+import binascii
 from typing import Any
 
+import orjson
+from starlette.responses import Response
+
+from app.errors import InvalidInput
 from storage.records import BodyEncoding, MessageRecord
 from workers.ops.consume import Received
 
@@ -40,3 +46,32 @@ def received_item(topic: str, got: Received) -> dict[str, Any]:
     if rec.topic != topic:
         out["source_topic"] = rec.topic
     return out
+
+
+def json_response(payload: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
+
+
+def encode_cursor(position: bytes) -> str:
+    """A page cursor: the position after the last item, opaque and URL-safe."""
+    return base64.urlsafe_b64encode(position).rstrip(b"=").decode()
+
+
+def bad_cursor() -> InvalidInput:
+    reason = "not a cursor from a previous page"
+    return InvalidInput(
+        f"cursor: {reason}", [{"loc": ["query", "cursor"], "field": "cursor", "reason": reason}]
+    )
+
+
+def decode_cursor(cursor: str | None) -> bytes | None:
+    """The position a cursor holds (None: the first page); 422 if it is not one of ours."""
+    if not cursor:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    except (binascii.Error, ValueError):
+        raw = b""
+    if not raw:
+        raise bad_cursor()
+    return raw

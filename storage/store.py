@@ -80,15 +80,16 @@ class DeleteRange(NamedTuple):
 WriteOp = Put | Delete | DeleteRange
 
 
-def _options(block_cache: Cache | None = None) -> Options:
+def _options(block_cache: Cache | None = None, memory_share: int = 1) -> Options:
     """The options of the DB and of each CF; pass them all one ``block_cache`` (a fresh one
-    of BLOCK_CACHE_BYTES if none)."""
+    of BLOCK_CACHE_BYTES if none). ``memory_share``: the memtables get that fraction of
+    WRITE_BUFFER_BYTES (a process running several stores)."""
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
     opts.create_missing_column_families(True)
     opts.increase_parallelism(BACKGROUND_JOBS)
     opts.set_max_background_jobs(BACKGROUND_JOBS)
-    opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
+    opts.set_write_buffer_size(WRITE_BUFFER_BYTES // memory_share)
     opts.set_bytes_per_sync(BYTES_PER_SYNC)
     opts.set_max_total_wal_size(MAX_TOTAL_WAL_BYTES)
     opts.set_compression_type(DBCompressionType.lz4())
@@ -104,8 +105,11 @@ def _options(block_cache: Cache | None = None) -> Options:
 class RocksStore:
     """Raw-bytes RocksDB with one handle per column family. Writes go through ``write``."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, memory_share: int = 1) -> None:
+        """``memory_share``: how many stores the process opens; each gets that fraction of
+        the memtable and block cache budgets, so that partitions do not multiply memory."""
         self.path = os.fspath(path)
+        self.memory_share = memory_share
         os.makedirs(self.path, exist_ok=True)
         self._synced = WriteOptions()
         self._synced.sync = True
@@ -117,10 +121,13 @@ class RocksStore:
         self._open()
 
     def _open(self) -> None:
-        cache = Cache(BLOCK_CACHE_BYTES)
+        share = self.memory_share
+        cache = Cache(BLOCK_CACHE_BYTES // share)
         try:
             self._db: Rdict | None = Rdict(
-                self.path, _options(cache), column_families={cf: _options(cache) for cf in CF.ALL}
+                self.path,
+                _options(cache, share),
+                column_families={cf: _options(cache, share) for cf in CF.ALL},
             )
         except Exception as exc:  # rocksdict raises plain exceptions
             raise StorageError(f"cannot open store at {self.path}: {exc}") from exc

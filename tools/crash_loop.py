@@ -87,9 +87,11 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import os
 import random
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -130,7 +132,7 @@ from tests.reliability.load import (
     send_one,
     stormer,
 )
-from tests.support.process import free_port
+from tests.support.process import free_port, workers_of
 from tests.support.server import Server
 
 WORK = "work"  # acks, nacks or lets the invisibility run out
@@ -243,6 +245,7 @@ class Config:
     load_s: float = LOAD_S
     data_dir: Path | None = None  # None: a fresh temp dir, removed after a clean run
     keep: bool = False  # keep the data dir even after a clean run
+    workers: int = 1  # ROCKTIMER_WORKERS: more than one is a partitioned data dir
 
 
 @dataclass
@@ -398,16 +401,44 @@ class CrashLoop:
         if self.rng.random() < STORM_CHANCE:  # in the first half: most fall due before the kill
             storm_at = self.rng.uniform(0, kill_at / 2)
             threads.append(guarded(self.ledger, stormer, phase, self.child_rng(), storm_at))
+        worker_kill = None
+        if self.config.workers > 1:  # one worker alone first, then the whole server
+            at = self.rng.uniform(0, kill_at * 0.8)
+            worker_kill = threading.Timer(at, self.kill_one, args=(self.rng.randrange(2**32),))
+            worker_kill.start()
         time.sleep(kill_at)
+        if worker_kill is not None:
+            worker_kill.cancel()
+            worker_kill.join()
         proc = self.server.proc
         if proc is not None and proc.poll() is not None:
             self.ledger.violate(
                 "server-died", "-", "-", f"exit code {proc.returncode} before the kill"
             )
-        self.server.kill()
+        self.kill_all()
         phase.stop.set()
         self.join(threads)
         return kill_at
+
+    def kill_one(self, pick: int) -> None:
+        """SIGKILL one worker: the supervisor starts it again, the others go on serving."""
+        proc = self.server.proc
+        if proc is None or proc.poll() is not None:
+            return
+        workers = workers_of(proc.pid)
+        if workers:
+            os.kill(workers[sorted(workers)[pick % len(workers)]], signal.SIGKILL)
+            self.ledger.count("worker_kills")
+
+    def kill_all(self) -> None:
+        """SIGKILL the server: with workers, each worker too, the supervisor stopped first
+        (else it would start one again; and a worker it outlives gets SIGTERM, not a kill)."""
+        proc = self.server.proc
+        if self.config.workers > 1 and proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGSTOP)
+            for pid in workers_of(proc.pid).values():
+                os.kill(pid, signal.SIGKILL)
+        self.server.kill()
 
     def child_rng(self) -> random.Random:
         return random.Random(self.rng.getrandbits(64))
@@ -425,6 +456,7 @@ class CrashLoop:
             **SERVER_ENV,
             "ROCKTIMER_SCAN_CHUNK": str(self.rng.choice(SCAN_CHUNKS)),
             "ROCKTIMER_PUT_QUEUE_CHUNKS": str(self.rng.choice(PUT_QUEUE_CHUNKS)),
+            "ROCKTIMER_WORKERS": str(self.config.workers),
         }
         began = time.monotonic()
         try:
@@ -439,10 +471,13 @@ class CrashLoop:
 
     def check_logs(self) -> None:
         """The open needed no repair (RocksDB's info LOG), the server logged no error."""
-        torn, problems = store_open_problems((self.data_dir / "LOG").read_text(errors="replace"))
-        self.ledger.count("torn_wal_tails", torn)
-        for line in problems:
-            self.ledger.violate("store-open", "-", "-", f"RocksDB LOG: {line}")
+        logs = [self.data_dir / "LOG"] if self.config.workers == 1 else []
+        logs += sorted(self.data_dir.glob("p[0-9]*/LOG"))  # a partitioned data dir: one each
+        for path in logs:
+            torn, problems = store_open_problems(path.read_text(errors="replace"))
+            self.ledger.count("torn_wal_tails", torn)
+            for line in problems:
+                self.ledger.violate("store-open", "-", "-", f"RocksDB LOG ({path}): {line}")
         text = self.server.logs()
         new, self.log_offset = text[self.log_offset :], len(text)
         for marker in LOG_MARKERS_SERVER:
@@ -710,11 +745,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--load-s", type=float, default=LOAD_S, help="longest load per cycle")
     parser.add_argument("--data-dir", type=Path, default=None, help="default: a temp dir")
     parser.add_argument("--keep", action="store_true", help="keep the data dir after a clean run")
+    parser.add_argument("--workers", type=int, default=1, help="ROCKTIMER_WORKERS (partitions)")
     args = parser.parse_args(argv)
     if args.cycles < 1 or args.load_s <= MIN_KILL_S:
         parser.error(f"--cycles must be >= 1 and --load-s > {MIN_KILL_S}")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
-    summary = run(Config(args.cycles, seed, args.load_s, args.data_dir, args.keep))
+    summary = run(Config(args.cycles, seed, args.load_s, args.data_dir, args.keep, args.workers))
     print(summary.report(), flush=True)
     return 0 if summary.ok else 1
 

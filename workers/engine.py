@@ -78,10 +78,14 @@ class Engine:
         self,
         config: EngineConfig,
         clock: Clock | None = None,
+        *,
+        memory_share: int = 1,
     ) -> None:
+        """``memory_share``: how many engines this process runs (partitions, app/cluster/),
+        each taking that fraction of RocksDB's memory budgets (storage/store.py)."""
         self.config = config
         self.clock = clock or RealClock()
-        self.store = RocksStore(config.data_dir)
+        self.store = RocksStore(config.data_dir, memory_share=memory_share)
         self.store.secret(keys.RECEIPT_SECRET_KEY)  # made now, before any worker runs
         self.long_polls = LongPolls()
         self.streams = Streams()

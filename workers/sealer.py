@@ -192,7 +192,12 @@ def serve(src: IO[bytes], out: IO[bytes]) -> None:
             answer: tuple[str, object] = ("ok", seal(root, entries, day, first, last))
         except Exception as exc:  # the exporter logs it and retries the segment
             answer = ("error", f"{type(exc).__name__}: {exc}")
-        _write(out, answer)
+        try:
+            _write(out, answer)
+        except BrokenPipeError:  # the server died meanwhile (a SIGKILL): nobody to tell
+            with contextlib.suppress(OSError):  # nor for the exit's own flush of ``out``
+                os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+            return
 
 
 if __name__ == "__main__":

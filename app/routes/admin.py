@@ -11,15 +11,9 @@ from app.defaults import PAGE_DEFAULT, PAGE_MAX
 from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic, settings_of
 from app.errors import InvalidInput
 from app.openapi import BODY, V1, WRITE, json_body, replies
-from app.routes.common import (
-    bad_cursor,
-    decode_cursor,
-    encode_cursor,
-    json_response,
-    parse,
-)
+from app.routes.common import parse
 from app.schemas import DeadLetterDetail, DeadLetterPage, RedriveResult
-from app.wire import message_fields
+from app.wire import bad_cursor, decode_cursor, encode_cursor, json_response, message_fields
 from storage import keys
 from storage.errors import MessageNotFound
 from workers.rules.retry import GroupSettings

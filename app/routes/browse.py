@@ -12,14 +12,9 @@ from fastapi.responses import Response
 from app.defaults import PAGE_DEFAULT, PAGE_MAX
 from app.deps import TopicPath, engine_of
 from app.openapi import V1, replies
-from app.routes.common import (
-    bad_cursor,
-    decode_cursor,
-    encode_cursor,
-    json_response,
-)
 from app.routes.producers import message_view
 from app.schemas import NAME_PATTERN, GroupPage, MessagePage, TopicPage
+from app.wire import bad_cursor, decode_cursor, encode_cursor, json_response
 from storage import keys
 from storage.errors import CorruptRecordError
 from storage.records import IndexEntry, MessageState

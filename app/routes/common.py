@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import orjson
 from fastapi import Request
-from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect
 
-from app.errors import InvalidInput, UnsupportedMediaType, invalid
+from app.errors import UnsupportedMediaType, invalid
 from app.intake import json_media
 
 M = TypeVar("M", bound=BaseModel)
@@ -53,32 +49,3 @@ async def parse(request: Request, model: type[M]) -> M:
         return model.model_validate_json(await read_body(request))
     except ValidationError as exc:
         raise invalid(exc) from None
-
-
-def json_response(payload: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
-
-
-def encode_cursor(position: bytes) -> str:
-    """A page cursor: the position after the last item, opaque and URL-safe."""
-    return base64.urlsafe_b64encode(position).rstrip(b"=").decode()
-
-
-def bad_cursor() -> InvalidInput:
-    reason = "not a cursor from a previous page"
-    return InvalidInput(
-        f"cursor: {reason}", [{"loc": ["query", "cursor"], "field": "cursor", "reason": reason}]
-    )
-
-
-def decode_cursor(cursor: str | None) -> bytes | None:
-    """The position a cursor holds (None: the first page); 422 if it is not one of ours."""
-    if not cursor:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-    except (binascii.Error, ValueError):
-        raw = b""
-    if not raw:
-        raise bad_cursor()
-    return raw

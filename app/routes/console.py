@@ -13,8 +13,8 @@ from app.auth import allow
 from app.config import Role
 from app.deps import engine_of, settings_of
 from app.openapi import V1, replies
-from app.routes.common import json_response
 from app.schemas import Identity, Stats
+from app.wire import json_response
 from workers.ops import views as browse
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui" / "static"

@@ -23,7 +23,7 @@ from app.deps import GroupPath, MsgIdPath, TopicPath, engine_of, readable_topic,
 from app.fastpath import fast_route
 from app.limits import HEAD_KEY
 from app.openapi import BODY, REF, V1, WRITE, json_body, replies
-from app.routes.common import json_response, parse
+from app.routes.common import parse
 from app.schemas import (
     AckRequest,
     AckResult,
@@ -36,7 +36,7 @@ from app.schemas import (
     ReceiveRequest,
     ReceiveResult,
 )
-from app.wire import received_item
+from app.wire import json_response, received_item
 from workers.engine import Engine
 from workers.ops.consume import Received
 from workers.rules.retry import GroupSettings

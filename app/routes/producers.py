@@ -16,7 +16,7 @@ from app.fastpath import fast_route
 from app.ids import new_msg_id, new_msg_ids
 from app.intake import deliver_time, to_record
 from app.openapi import BODY, V1, WRITE, json_body, replies
-from app.routes.common import json_response, parse, read_body, require_json
+from app.routes.common import parse, read_body, require_json
 from app.schemas import (
     BatchEnvelope,
     BatchResult,
@@ -27,6 +27,7 @@ from app.schemas import (
     SendMessage,
     SendResult,
 )
+from app.wire import json_response
 from storage.records import IndexEntry, MessageRecord, MessageState
 from workers.engine import Engine
 from workers.ops.messages import SendOutcome

@@ -15,13 +15,9 @@ from app.defaults import PAGE_DEFAULT, PAGE_MAX
 from app.deps import ScheduleIdPath, TopicPath, engine_of, settings_of, writable_topic
 from app.errors import InvalidInput, PayloadTooLarge
 from app.openapi import BODY, V1, WRITE, json_body, replies
-from app.routes.common import (
-    decode_cursor,
-    encode_cursor,
-    json_response,
-    parse,
-)
+from app.routes.common import parse
 from app.schemas import PutSchedule, SchedulePage, ScheduleView
+from app.wire import decode_cursor, encode_cursor, json_response
 from workers.ops import schedules
 from workers.rules import cron
 from workers.timers.schedule import Schedule, next_after

@@ -12,8 +12,8 @@ from swagger_ui_bundle import swagger_ui_path  # type: ignore[import-untyped]
 from app.deps import engine_of
 from app.errors import NotReady
 from app.openapi import replies
-from app.routes.common import json_response
 from app.schemas import Health
+from app.wire import json_response
 
 router = APIRouter(tags=["service"])
 

@@ -86,10 +86,14 @@ class Reply(NamedTuple):
 
 
 GET_TRIES = 3  # a GET changes nothing: a keep-alive connection closed as it was reused is retried
+# The 503 of a partition whose worker is down (app/cluster/relay.py): its owner may have done
+# the request before it died, so the outcome is unknown, as with a lost reply.
+PARTITION_DOWN = "is not served right now"
 
 
 def call(client: httpx.Client, method: str, url: str, body: Any = None) -> Reply | None:
-    """One request; None when the connection failed or died (the outcome is unknown)."""
+    """One request; None when the connection failed or died, or the topic's partition was
+    down (the outcome is unknown)."""
     for tries_left in reversed(range(GET_TRIES if method == "GET" else 1)):
         try:
             r = client.request(method, url, json=body)
@@ -98,6 +102,8 @@ def call(client: httpx.Client, method: str, url: str, body: Any = None) -> Reply
             if not tries_left:
                 return None
             time.sleep(0.05)
+    if r.status_code == 503 and PARTITION_DOWN in r.text:
+        return None
     try:
         parsed = r.json()
     except ValueError:

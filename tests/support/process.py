@@ -290,6 +290,33 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
 
 
+def workers_of(supervisor: int) -> dict[int, int]:
+    """Worker index -> pid of a partitioned server's workers (app/cluster/): the
+    supervisor's children, each known by the unix socket it listens on, ``w<index>.sock``."""
+    sockets: dict[str, int] = {}  # socket inode -> worker index
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        fields = line.split()
+        if len(fields) == 8 and fields[7].endswith(".sock"):
+            name = os.path.basename(fields[7])
+            if name.startswith("w") and name[1:-5].isdigit():
+                sockets[fields[6]] = int(name[1:-5])
+    found = {}
+    children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
+    for pid in map(int, children):
+        try:
+            fds = list(Path(f"/proc/{pid}/fd").iterdir())
+        except OSError:  # exited meanwhile
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(fd)
+            except OSError:  # closed meanwhile (a worker opens and closes files all along)
+                continue
+            if link.startswith("socket:[") and link[8:-1] in sockets:
+                found[sockets[link[8:-1]]] = pid
+    return found
+
+
 IDLE_CORES = 0.10  # below this the server (RocksDB's background threads included) is quiet
 IDLE_WINDOW_S = 0.5
 

@@ -4,7 +4,9 @@ thread writes, comes back after it dies, and answers an error with its reason.""
 from __future__ import annotations
 
 import os
+import pickle
 import signal
+import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -133,3 +135,26 @@ assert "numpy" not in sys.modules, "numpy imported"
     )
     assert done.returncode == 0, done.stderr
     assert len(segments.segments(str(tmp_path / "data" / "events"))) == 1
+
+
+def test_the_child_ends_quietly_when_the_server_died_before_its_answer(tmp_path: Path) -> None:
+    """A SIGKILLed server leaves its sealer child an answer to write into a closed pipe:
+    the child ends as it would at the end of its input, saying nothing (its stderr is the
+    server's log, where a traceback is an error)."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "workers.sealer"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdin is not None
+    assert child.stdout is not None
+    assert child.stderr is not None
+    child.stdout.close()  # the server is gone: nobody reads the answer
+    request = pickle.dumps((str(tmp_path), [], "2026-01-01", 1, 0))
+    child.stdin.write(struct.pack("<Q", len(request)) + request)
+    child.stdin.close()
+    with child.stderr:
+        err = child.stderr.read()
+    assert child.wait(timeout=60) == 0
+    assert err == b""

@@ -1,0 +1,257 @@
+"""A worker process's ASGI app: each request to the partition that answers it.
+
+- ``/v1/topics/{topic}/...``: the topic's partition (``crc32(topic) % P``). A partition of
+  this process answers it itself (that partition's app, create_app's, whole: its front
+  door, its routes, its engine); another's is relayed to its owner (app/cluster/relay.py).
+- ``GET /v1/topics``, ``/readyz``, ``/metrics``, ``/v1/stats`` (the console's overview):
+  gathered from every partition and merged.
+  A request on the private socket is another worker gathering: it gets this process's
+  partitions only.
+- ``/v1/topics/%DLQ%{group}/...``: a group's dead letters, kept on their source topics'
+  partitions, read from all of them (app/cluster/dlq.py).
+- anything else (``/healthz``, ``/openapi.json``, ``/docs``, the console's files, ``/v1/me``)
+  is the same from every partition: one of this process's answers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+from urllib.parse import parse_qs
+
+import orjson
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from app.cluster.dlq import DeadLetters, kind
+from app.cluster.gather import Answer, Part, call, unanswered
+from app.cluster.layout import Layout, partition_of
+from app.cluster.relay import OwnerDown, Relay, unavailable
+from app.defaults import PAGE_DEFAULT
+from app.front import Service
+from app.wire import encode_cursor, json_response
+from storage.keys import DLQ_PREFIX
+
+TOPICS = "/v1/topics"
+TOPIC_PREFIX = TOPICS + "/"
+PARTITION_LABEL = "partition"
+
+
+class Router:
+    def __init__(
+        self, layout: Layout, worker: int, apps: dict[int, Service], sockets: Sequence[str]
+    ) -> None:
+        self.layout = layout
+        self.worker = worker
+        self.apps = apps
+        self.first = apps[min(apps)]
+        limit = self.first.limit
+        self.relays = {w: Relay(sockets[w], limit) for w in range(layout.workers) if w != worker}
+        self.gathered: dict[str, Callable[[Scope, Receive, Send], Awaitable[None]]] = {
+            TOPICS: self._topics,
+            "/readyz": self._readyz,
+            "/metrics": self._metrics,
+            "/v1/stats": self._stats,
+        }
+        self.dead_letters = DeadLetters(self, limit)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path: str = scope["path"]
+            if path.startswith(TOPIC_PREFIX):
+                topic = path[len(TOPIC_PREFIX) :].partition("/")[0]
+                if topic.startswith(DLQ_PREFIX) and (what := kind(path)) != "own":
+                    await self.dead_letters.answer(scope, receive, send, what)
+                    return
+                if topic:
+                    await self._to_owner(topic, scope, receive, send)
+                    return
+            elif scope["method"] in ("GET", "HEAD") and (gather := self.gathered.get(path)):
+                await gather(scope, receive, send)
+                return
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        await self.first(scope, receive, send)
+
+    @staticmethod
+    def _internal(scope: Scope) -> bool:
+        """Came in on the private unix socket (uvicorn gives a unix socket no port)."""
+        server = scope.get("server")
+        return server is not None and server[1] is None
+
+    async def _to_owner(self, topic: str, scope: Scope, receive: Receive, send: Send) -> None:
+        k = partition_of(topic, self.layout.partitions)
+        app = self.apps.get(k)
+        if app is not None:
+            await app(scope, receive, send)
+        else:
+            await self._relay(k, scope, receive, send)
+
+    async def _relay(self, k: int, scope: Scope, receive: Receive, send: Send) -> None:
+        owner = self.layout.owner(k)
+        relay = self.relays.get(owner)
+        if relay is None or self._internal(scope):  # never relayed twice
+            await unavailable(f"partition {k}")(scope, receive, send)
+            return
+        try:
+            await relay.forward(scope, receive, send)
+        except OwnerDown:
+            await unavailable(f"partition {k}")(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        """Every partition's app starts (its engine, its pusher) and stops with the server."""
+        await receive()  # lifespan.startup
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                for app in self.apps.values():
+                    await stack.enter_async_context(app.router.lifespan_context(app))
+            except Exception as exc:
+                await send({"type": "lifespan.startup.failed", "message": repr(exc)})
+                return
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+            for relay in self.relays.values():
+                relay.close()
+        await send({"type": "lifespan.shutdown.complete"})
+
+    # --- gathered from every partition ------------------------------------------------------
+
+    def parts(self, scope: Scope) -> list[Part]:
+        """Who answers for which partitions, in a fixed order: each local partition's app,
+        then, for a client's request, each other worker (for its own partitions)."""
+        parts: list[Part] = list(self.apps.values())
+        if not self._internal(scope):
+            parts += [relay.forward for relay in self.relays.values()]
+        return parts
+
+    @staticmethod
+    async def collect(part: Part, scope: Scope, body: bytes = b"") -> Answer | None:
+        """One part's answer to the request with ``body``; None if its worker is down."""
+        try:
+            return await call(part, scope, body)
+        except OwnerDown:
+            return None
+
+    async def answers(self, scope: Scope, body: bytes = b"") -> list[Answer | None]:
+        """Every part's answer, in the order of ``parts``."""
+        parts = self.parts(scope)
+        return list(await asyncio.gather(*(self.collect(p, scope, body) for p in parts)))
+
+    async def _topics(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Topics by name from every partition: the first ``limit`` after the cursor of
+        each, merged; the cursor is a name, so pages are stable across partitions."""
+        answers = await self.answers(scope)
+        response = unanswered(answers)
+        if response is None:
+            pages = [orjson.loads(a.body) for a in answers if a is not None]
+            query = parse_qs(scope["query_string"].decode("latin-1"))
+            limit = int(query.get("limit", [PAGE_DEFAULT])[0])  # each partition checked it
+            items = sorted((i for p in pages for i in p["items"]), key=lambda i: str(i["topic"]))
+            page: dict[str, Any] = {"items": items[:limit]}
+            if len(items) > limit or any("next_cursor" in p for p in pages):
+                page["next_cursor"] = encode_cursor(str(items[limit - 1]["topic"]).encode())
+            response = json_response(page)
+        await response(scope, receive, send)
+
+    async def _readyz(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Ready when every partition is; the counts summed, the backlog's age the oldest."""
+        answers = await self.answers(scope)
+        response = unanswered(answers)
+        if response is None:
+            parts = [orjson.loads(a.body) for a in answers if a is not None]
+            response = json_response(
+                {
+                    "status": "lagging"
+                    if any(p["status"] == "lagging" for p in parts)
+                    else "ready",
+                    **{
+                        f: sum(p[f] for p in parts)
+                        for f in ("pending_timers", "writer_queue", "due_backlog_timers")
+                    },
+                    "due_backlog_oldest_ms": max(p["due_backlog_oldest_ms"] for p in parts),
+                }
+            )
+        await response(scope, receive, send)
+
+    async def _stats(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The console's overview of every partition: counts and due buckets summed; the
+        lateness quantiles the largest partition's (each is a bucket's upper bound, and the
+        q-quantile of the whole is at most the largest of the parts')."""
+        answers = await self.answers(scope)
+        response = unanswered(answers)
+        if response is None:
+            parts = [orjson.loads(a.body) for a in answers if a is not None]
+            lateness = [p["lateness"] for p in parts]
+
+            def most(field: str) -> float | None:
+                found = [x[field] for x in lateness if x[field] is not None]
+                return max(found) if found else None
+
+            due = [p["due_ahead"] for p in parts]
+            response = json_response(
+                {
+                    "now_ms": max(p["now_ms"] for p in parts),
+                    **{
+                        f: sum(p[f] for p in parts)
+                        for f in ("pending_timers", "writer_queue", "long_polls")
+                    },
+                    "delivered_total": sum(p["delivered_total"] for p in parts),
+                    "lateness": {
+                        "count": sum(x["count"] for x in lateness),
+                        "p50_ms": most("p50_ms"),
+                        "p99_ms": most("p99_ms"),
+                    },
+                    "due_ahead": {
+                        "bucket_ms": due[0]["bucket_ms"],
+                        "counts": [sum(c) for c in zip(*(d["counts"] for d in due), strict=True)],
+                        "capped": any(d["capped"] for d in due),
+                    },
+                }
+            )
+        await response(scope, receive, send)
+
+    async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Every partition's metrics, each series with its ``partition`` label."""
+        families: dict[str, Metric] = {}
+        for k, app in self.apps.items():
+            for family in app.state.registry.collect():
+                _merge(families, family, {PARTITION_LABEL: str(k)})
+        if not self._internal(scope):
+            fetched = await asyncio.gather(
+                *(self.collect(relay.forward, scope) for relay in self.relays.values())
+            )
+            if (response := unanswered(list(fetched))) is not None:
+                await response(scope, receive, send)
+                return
+            for answer in fetched:
+                assert answer is not None
+                for family in text_string_to_metric_families(answer.body.decode()):
+                    _merge(families, family, {})
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Families(list(families.values())))
+        await Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)(
+            scope, receive, send
+        )
+
+
+def _merge(families: dict[str, Metric], family: Metric, labels: dict[str, str]) -> None:
+    merged = families.get(family.name)
+    if merged is None:
+        merged = families[family.name] = Metric(family.name, family.documentation, family.type)
+    merged.samples += [s._replace(labels={**s.labels, **labels}) for s in family.samples]
+
+
+class _Families:
+    """A collector of families already gathered."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> list[Metric]:
+        return self.families

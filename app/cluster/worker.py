@@ -1,0 +1,116 @@
+"""One worker process of a partitioned data dir, forked by the supervisor
+(app/cluster/supervisor.py) with the service's own settings.
+
+It opens the engines of the partitions it owns (``k % workers == index``), each with its
+share of RocksDB's memory budgets, builds each one's app (create_app, unchanged) and serves
+them through one router (app/cluster/router.py) on two sockets: the public port, which
+every worker binds with SO_REUSEPORT (the kernel spreads connections over them), and its
+private unix socket under the data dir, where the other workers relay the requests for
+its partitions.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import socket
+
+from app.__main__ import (
+    EXIT_BAD_SETTING,
+    EXIT_WORKER_DIED,
+    Server,
+    fail,
+    open_engine,
+    server_config,
+    tune_gc,
+)
+from app.cluster.layout import Layout
+from app.cluster.router import Router
+from app.config import Settings
+from app.front import Service
+from app.main import create_app
+
+BACKLOG = 2048  # uvicorn's default
+SUN_PATH_MAX = 107  # sockaddr_un's path, less its terminating NUL
+PR_SET_PDEATHSIG = 1
+
+log = logging.getLogger("rocktimer")
+
+
+def socket_path(layout: Layout, worker: int) -> str:
+    return os.path.join(os.path.abspath(layout.data_dir), f"w{worker}.sock")
+
+
+def check_socket_paths(layout: Layout) -> None:
+    """The private sockets' paths fit a unix socket address, or one line and exit 2."""
+    longest = socket_path(layout, layout.workers - 1)
+    if len(longest.encode()) > SUN_PATH_MAX:
+        fail(
+            f"the data dir {os.path.abspath(layout.data_dir)} is too deep for the workers' "
+            f"sockets ({longest!r} is over {SUN_PATH_MAX} bytes): set ROCKTIMER_DATA_DIR to a "
+            "shorter path",
+            EXIT_BAD_SETTING,
+        )
+
+
+def public_socket(settings: Settings) -> socket.socket:
+    """The public port, shared by every worker (SO_REUSEPORT)."""
+    info = socket.getaddrinfo(settings.host, settings.port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(info[0], socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(info[4])
+    sock.listen(BACKLOG)
+    return sock
+
+
+def private_socket(path: str) -> socket.socket:
+    """This worker's unix socket; a former worker's file (it was killed) is replaced."""
+    if os.path.exists(path):
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(path)
+    os.chmod(path, 0o600)
+    sock.listen(BACKLOG)
+    return sock
+
+
+def partition_settings(settings: Settings, layout: Layout, k: int) -> Settings:
+    return Settings.model_validate({**settings.model_dump(), "data_dir": layout.partition_dir(k)})
+
+
+def die_with_parent() -> None:
+    """SIGTERM when the supervisor dies, however it dies (Linux's PR_SET_PDEATHSIG)."""
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # it died before the call
+        raise SystemExit(0)
+
+
+def run(settings: Settings, layout: Layout, index: int) -> None:
+    owned = layout.owned(index)
+    engines = {}
+    try:
+        for k in owned:
+            part = partition_settings(settings, layout, k)
+            engines[k] = open_engine(part, part.engine, share=len(owned))
+        apps: dict[int, Service] = {
+            k: create_app(partition_settings(settings, layout, k), engine=engine)
+            for k, engine in engines.items()
+        }
+        router = Router(
+            layout, index, apps, [socket_path(layout, w) for w in range(layout.workers)]
+        )
+        sockets = [public_socket(settings), private_socket(socket_path(layout, index))]
+        tune_gc()
+        log.info("worker %d: partitions %s of %d", index, owned, layout.partitions)
+        server = Server(server_config(router, settings), settings, *engines.values())
+        server.run(sockets=sockets)
+    finally:  # closes the stores if the lifespan never ran (it stops the engines itself)
+        for engine in engines.values():
+            engine.stop()
+    if server.worker_died:  # its supervisor starts it again
+        raise SystemExit(EXIT_WORKER_DIED)

@@ -1,0 +1,538 @@
+"""Partitions and workers over real processes (app/cluster/): a supervisor, its worker
+processes on one port, each partition's RocksDB in its own directory; real SIGKILLs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bench import hop
+from storage.store import RocksStore
+from tests.support import process
+from tests.support.process import ROOT
+from tests.support.server import Server
+from workers.ops import views as browse
+
+pytestmark = pytest.mark.slow
+
+JSON = {"content-type": "application/json"}
+RESTART_BOUND_S = 10.0  # generous for a loaded CI core; the measured restart is ~1.5 s
+
+
+def owner_partition(topic: str, partitions: int) -> int:
+    return zlib.crc32(topic.encode()) % partitions
+
+
+def topics_of(partition: int, partitions: int, n: int, prefix: str = "t") -> list[str]:
+    """``n`` topic names that belong to ``partition``."""
+    found: list[str] = []
+    i = 0
+    while len(found) < n:
+        name = f"{prefix}{i}"
+        if owner_partition(name, partitions) == partition:
+            found.append(name)
+        i += 1
+    return found
+
+
+@pytest.fixture
+def fresh_client() -> Iterator[Callable[[Server], httpx.Client]]:
+    """A client that opens a new connection per request: the kernel (SO_REUSEPORT) hands
+    each to any worker, so requests arrive at owners and non-owners alike."""
+    made: list[httpx.Client] = []
+
+    def make(server: Server) -> httpx.Client:
+        c = httpx.Client(
+            base_url=server.url, timeout=10, limits=httpx.Limits(max_keepalive_connections=0)
+        )
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    started: list[Server] = []
+
+    def make(workers: int = 2, partitions: int = 0, **env: str) -> Server:
+        settings = {"ROCKTIMER_WORKERS": str(workers), **env}
+        if partitions:
+            settings["ROCKTIMER_PARTITIONS"] = str(partitions)
+        srv = Server(tmp_path / "data", env=settings)
+        started.append(srv)
+        return srv.start()
+
+    yield make
+    for srv in started:
+        if srv.proc is not None:
+            srv.stop()
+
+
+def workers_of(srv: Server) -> dict[int, int]:
+    return process.workers_of(srv.pid)
+
+
+def gone(pid: int) -> bool:
+    """Exited and reaped by the supervisor: its sockets are closed (a zombie leader may
+    still have threads holding them)."""
+    return not Path(f"/proc/{pid}").exists()
+
+
+def stored_topics(data: Path, partition: int) -> set[str]:
+    store = RocksStore(data / f"p{partition}")
+    try:
+        return {t.topic for t in browse.topics(store, None, 1_000)[0]}
+    finally:
+        store.close()
+
+
+def test_each_topic_is_answered_by_its_owner(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client], tmp_path: Path
+) -> None:
+    srv = cluster(workers=2, partitions=4)
+    c = fresh_client(srv)
+    topics = [f"topic-{i}" for i in range(12)]
+    assert {owner_partition(t, 4) for t in topics} == {0, 1, 2, 3}
+    for t in topics:  # each send over a new connection: to whichever worker the kernel picks
+        for n in range(3):
+            r = c.post(
+                f"/v1/topics/{t}/messages", json={"msg_id": f"m{n}", "body": t}, headers=JSON
+            )
+            assert r.status_code == 201, r.text
+            assert r.json()["topic"] == t
+        assert c.get(f"/v1/topics/{t}/messages/m1").json()["state"] == "delivered"
+    for t in topics:  # received via any worker: the same messages, once
+        got = []
+        for _ in range(6):
+            r = c.post(f"/v1/topics/{t}/groups/g/receive", json={"max_messages": 1}, headers=JSON)
+            assert r.status_code == 200, r.text
+            got += r.json()["messages"]
+        assert sorted(m["msg_id"] for m in got) == ["m0", "m1", "m2"]
+        assert {m["body"] for m in got} == {t}
+        acked = c.post(
+            f"/v1/topics/{t}/groups/g/ack", json={"receipts": [m["receipt"] for m in got]}
+        )
+        assert [x["status"] for x in acked.json()["results"]] == ["acked"] * 3
+    srv.stop()
+    data = tmp_path / "data"
+    assert not (data / "CURRENT").exists()  # no store at the root: one per partition
+    for k in range(4):
+        assert stored_topics(data, k) == {t for t in topics if owner_partition(t, 4) == k}
+
+
+def test_streams_and_long_polls_cross_the_hop(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    srv = cluster(workers=2, partitions=2)
+    assert set(workers_of(srv)) == {0, 1}  # two processes, each topic owned by one
+    c = fresh_client(srv)
+    topics = topics_of(0, 2, 2, "s") + topics_of(1, 2, 2, "s")
+    events: dict[str, list[str]] = {t: [] for t in topics}
+
+    def stream(topic: str, group: str) -> None:
+        with (
+            httpx.Client(base_url=srv.url, timeout=10) as own,
+            own.stream("GET", f"/v1/topics/{topic}/groups/{group}/stream") as r,
+        ):
+            assert r.status_code == 200
+            for line in r.iter_lines():
+                if line.startswith("data:"):
+                    events[topic].append(line)
+                    return
+
+    threads = [threading.Thread(target=stream, args=(t, g)) for t in topics for g in ("a", "b")]
+    polls: dict[str, list[object]] = {}
+
+    def poll(topic: str) -> None:
+        r = c.post(f"/v1/topics/{topic}/groups/lp/receive", json={"wait_ms": 8000}, headers=JSON)
+        polls[topic] = r.json()["messages"]
+
+    threads += [threading.Thread(target=poll, args=(t,)) for t in topics]
+    for thread in threads:
+        thread.start()
+    time.sleep(1)  # the streams and polls are open and waiting
+    for t in topics:
+        body = {"msg_id": "x", "body": "hello"}
+        assert c.post(f"/v1/topics/{t}/messages", json=body, headers=JSON).status_code == 201
+    for thread in threads:
+        thread.join(timeout=15)
+    assert all(len(events[t]) == 2 for t in topics), events  # each stream got its message
+    assert all(len(polls[t]) == 1 for t in topics), polls
+
+
+def test_topic_listing_is_merged_with_stable_cursors(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    srv = cluster(workers=2, partitions=3)
+    assert set(workers_of(srv)) == {0, 1}  # the names are spread over two processes
+    c = fresh_client(srv)
+    names = [f"list-{i:02d}" for i in range(14)]
+    assert {owner_partition(t, 3) for t in names} == {0, 1, 2}
+    for t in names:
+        assert c.post(f"/v1/topics/{t}/messages", json={"body": "x"}, headers=JSON).is_success
+
+    def pages(limit: int) -> list[list[str]]:
+        out, cursor = [], None
+        while True:
+            params = {"limit": limit, **({"cursor": cursor} if cursor else {})}
+            r = c.get("/v1/topics", params=params)
+            assert r.status_code == 200, r.text
+            out.append([i["topic"] for i in r.json()["items"]])
+            cursor = r.json().get("next_cursor")
+            if cursor is None:
+                return out
+
+    for limit in (1, 4, 5, 14, 100):
+        got = pages(limit)
+        assert [t for page in got for t in page] == names, limit
+        assert all(len(p) == limit for p in got[:-1])
+        assert pages(limit) == got  # the same pages, whichever worker answers
+    first = c.get("/v1/topics", params={"limit": 5}).json()
+    # A topic made after the first page, sorting before its cursor, never shifts the rest.
+    assert c.post("/v1/topics/list-00a/messages", json={"body": "x"}, headers=JSON).is_success
+    second = c.get("/v1/topics", params={"limit": 5, "cursor": first["next_cursor"]}).json()
+    assert [i["topic"] for i in second["items"]] == names[5:10]
+    assert c.get("/v1/topics", params={"limit": 0}).status_code == 422  # still validated
+    assert c.get("/v1/topics", params={"cursor": "!!"}).status_code == 422
+
+
+def test_readyz_and_metrics_cover_every_partition(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    srv = cluster(workers=2, partitions=4)
+    c = fresh_client(srv)
+    for k in range(4):
+        t = topics_of(k, 4, 1, "m")[0]
+        body = {"body": "later", "delay_ms": 3_600_000}
+        assert c.post(f"/v1/topics/{t}/messages", json=body, headers=JSON).status_code == 201
+    for _ in range(4):  # whichever worker answers
+        ready = c.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json()["pending_timers"] == 4
+        text = c.get("/metrics").text
+        for k in range(4):
+            assert f'rocktimer_pending_timers{{partition="{k}"}} 1.0' in text
+        assert text.count("# TYPE rocktimer_pending_timers gauge") == 1
+
+
+def test_sigkill_of_a_worker_others_serve_its_partitions_503_then_back(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    srv = cluster(workers=2, partitions=2)
+    c = fresh_client(srv)
+    alive_topic, dead_topic = topics_of(0, 2, 1, "k")[0], topics_of(1, 2, 1, "k")[0]
+    pids = workers_of(srv)
+    assert set(pids) == {0, 1}
+    os.kill(pids[1], signal.SIGKILL)
+    killed_at = time.monotonic()
+    while not gone(pids[1]):
+        time.sleep(0.01)
+    statuses: dict[str, list[int]] = {alive_topic: [], dead_topic: []}
+    back_after = None
+    n = 0
+    while time.monotonic() - killed_at < RESTART_BOUND_S:
+        for t in (alive_topic, dead_topic):
+            n += 1
+            r = c.post(f"/v1/topics/{t}/messages", json={"msg_id": f"m{n}", "body": "x"})
+            statuses[t].append(r.status_code)
+            if r.status_code == 503:
+                assert r.headers["retry-after"] == "1"
+                assert r.headers["content-type"] == "application/problem+json"
+                assert "partition 1" in r.json()["detail"]
+                listed = c.get("/v1/topics")  # a merge without partition 1: refused too
+                assert listed.status_code in (200, 503)
+                if listed.status_code == 503:
+                    assert listed.headers["retry-after"] == "1"
+        if statuses[dead_topic][-1] == 201:
+            back_after = time.monotonic() - killed_at
+            break
+        time.sleep(0.02)
+    assert set(statuses[alive_topic]) == {201}, statuses  # not one 5xx for the live partition
+    assert back_after is not None, "the killed worker's partition never came back"
+    assert set(statuses[dead_topic][:-1]) <= {503}
+    assert 503 in statuses[dead_topic]  # it was down for a while, and said so
+    new = workers_of(srv)
+    assert new[0] == pids[0]  # only the killed one was started again
+    assert new[1] != pids[1]
+    assert c.get("/readyz").status_code == 200
+    print(f"partition 1 served again {back_after:.2f} s after the SIGKILL")
+
+
+def test_sigterm_stops_every_worker(cluster: Callable[..., Server]) -> None:
+    srv = cluster(workers=2, partitions=2)
+    pids = workers_of(srv)
+    proc = srv.proc
+    assert proc is not None
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0
+    took = time.monotonic() - started
+    assert all(gone(pid) for pid in pids.values())
+    assert took < 2.0, took
+    srv.proc = None
+
+
+def run_app(data: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    settings = {"ROCKTIMER_DATA_DIR": str(data), "ROCKTIMER_PORT": "1", **env}
+    return subprocess.run(
+        [sys.executable, "-m", "app"],
+        cwd=ROOT,
+        env={**os.environ, **settings},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_data_dir_keeps_its_partition_count(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "partitions.json").write_text('{"partitions": 2, "hash": "crc32"}\n')
+    for env, says in [
+        ({"ROCKTIMER_PARTITIONS": "3"}, "has 2 partitions; ROCKTIMER_PARTITIONS=3"),
+        ({"ROCKTIMER_WORKERS": "3"}, "ROCKTIMER_WORKERS=3 needs at least 3 partitions"),
+    ]:
+        done = run_app(data, **env)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert says in done.stderr
+        assert done.stderr.startswith("rocktimer: ")
+    # A one-partition data dir (the store at its root) cannot become two either.
+    root = tmp_path / "single"
+    RocksStore(root).close()
+    done = run_app(root, ROCKTIMER_PARTITIONS="2", ROCKTIMER_WORKERS="2")
+    assert done.returncode == 2
+    assert "has 1 partition; ROCKTIMER_PARTITIONS=2" in done.stderr
+    assert not (root / "partitions.json").exists()
+
+
+def test_one_worker_keeps_the_one_store_layout(
+    cluster: Callable[..., Server], tmp_path: Path
+) -> None:
+    srv = cluster(workers=1)
+    with httpx.Client(base_url=srv.url) as c:
+        assert c.post("/v1/topics/a/messages", json={"body": "x"}).status_code == 201
+    assert workers_of(srv) == {}  # no supervisor, no worker processes: one process
+    assert not list(tmp_path.glob("data/*.sock"))
+    srv.stop()
+    data = tmp_path / "data"
+    assert (data / "CURRENT").exists()
+    assert not (data / "partitions.json").exists()
+
+
+def test_crash_loop_with_two_workers_loses_no_acknowledged_send(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    """Sends go on while single workers are SIGKILLed, then the whole server: every 201
+    is there afterwards, and nothing answers a 5xx other than a down partition's 503."""
+    srv = cluster(workers=2, partitions=4)
+    c = fresh_client(srv)
+    topics = [f"crash-{i}" for i in range(8)]
+    acknowledged: list[tuple[str, str]] = []
+    unexpected: list[str] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        for i in range(5_000):  # bounded; the test stops it long before
+            if stop.is_set():
+                return
+            topic, msg_id = topics[i % len(topics)], f"m{i}"
+            try:
+                r = c.post(f"/v1/topics/{topic}/messages", json={"msg_id": msg_id, "body": "x"})
+            except httpx.TransportError:
+                continue  # a connection the killed worker held, or the server restarting
+            if r.status_code == 201:
+                acknowledged.append((topic, msg_id))
+            elif r.status_code != 503 or "retry-after" not in r.headers:
+                unexpected.append(f"{r.status_code} {r.text[:200]}")
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    try:
+        for round_ in range(4):
+            time.sleep(0.5)
+            pids = workers_of(srv)
+            victim = pids[round_ % 2]
+            os.kill(victim, signal.SIGKILL)
+            while not gone(victim):
+                time.sleep(0.01)
+            deadline = time.monotonic() + RESTART_BOUND_S
+            while set(workers_of(srv)) != {0, 1} and time.monotonic() < deadline:
+                time.sleep(0.05)
+        time.sleep(0.5)
+        srv.kill()  # the supervisor: its workers stop with it
+        srv.start()
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        producer.join(timeout=60)
+    assert unexpected == []
+    assert len(acknowledged) > 50, len(acknowledged)
+    deadline = time.monotonic() + 3 * RESTART_BOUND_S  # the old workers stop first
+    while c.get("/readyz").status_code != 200 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    missing = []
+    for t, m in acknowledged:
+        status = c.get(f"/v1/topics/{t}/messages/{m}").status_code
+        if status != 200:
+            missing.append((t, m, status))
+    assert missing == [], srv.tail()
+
+
+def test_api_keys_hold_across_the_hop_and_the_merge(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    keys = '{"p-key": "producer", "c-key": "consumer"}'
+    srv = cluster(workers=2, partitions=2, ROCKTIMER_API_KEYS=keys)
+    c = fresh_client(srv)
+    producer, consumer = {"authorization": "Bearer p-key"}, {"authorization": "Bearer c-key"}
+    for t in topics_of(0, 2, 1, "auth") + topics_of(1, 2, 1, "auth"):
+        for _ in range(4):  # over new connections: owners and relays alike
+            assert c.post(f"/v1/topics/{t}/messages", json={"body": "x"}).status_code == 401
+            r = c.post(f"/v1/topics/{t}/messages", json={"body": "x"}, headers=consumer)
+            assert r.status_code == 403
+            r = c.post(f"/v1/topics/{t}/messages", json={"body": "x"}, headers=producer)
+            assert r.status_code == 201
+    for _ in range(4):
+        assert c.get("/v1/topics").status_code == 401
+        assert c.get("/v1/topics", headers=producer).status_code == 403
+        listed = c.get("/v1/topics", headers=consumer)
+        assert listed.status_code == 200
+        assert len(listed.json()["items"]) == 2
+
+
+def test_the_console_overview_covers_every_partition(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    srv = cluster(workers=2, partitions=3)
+    c = fresh_client(srv)
+    for k in range(3):
+        for t in topics_of(k, 3, 2, "o"):
+            later = {"body": "later", "delay_ms": 90_000}  # the second minute's bucket
+            assert c.post(f"/v1/topics/{t}/messages", json=later).status_code == 201
+            assert c.post(f"/v1/topics/{t}/messages", json={"body": "now"}).status_code == 201
+    for _ in range(4):  # whichever worker answers
+        stats = c.get("/v1/stats").json()
+        assert stats["pending_timers"] == 6
+        assert stats["delivered_total"] == 6
+        assert stats["lateness"]["count"] == 6
+        assert stats["lateness"]["p99_ms"] is not None
+        assert sum(stats["due_ahead"]["counts"]) == 6
+        assert stats["due_ahead"]["counts"][1] == 6
+
+
+def test_one_worker_serves_every_partition_of_a_partitioned_data_dir(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client], tmp_path: Path
+) -> None:
+    """A data dir made with two workers, run with the default of one: one worker process
+    holds both partitions, and nothing is relayed."""
+    srv = cluster(workers=2)
+    c = fresh_client(srv)
+    topics = topics_of(0, 2, 2, "one") + topics_of(1, 2, 2, "one")
+    for t in topics:
+        assert c.post(f"/v1/topics/{t}/messages", json={"body": t}).status_code == 201
+    srv.stop()
+    srv = cluster(workers=1)
+    assert set(workers_of(srv)) == {0}
+    c = fresh_client(srv)
+    assert [i["topic"] for i in c.get("/v1/topics").json()["items"]] == sorted(topics)
+    for t in topics:
+        got = c.post(f"/v1/topics/{t}/groups/g/receive", json={"max_messages": 5}).json()
+        assert [m["body"] for m in got["messages"]] == [t]
+    assert c.get("/readyz").status_code == 200
+    assert not (tmp_path / "data" / "CURRENT").exists()
+
+
+def test_a_groups_dead_letters_are_read_from_every_partition(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    srv = cluster(workers=2, partitions=2)
+    assert set(workers_of(srv)) == {0, 1}
+    c = fresh_client(srv)
+    sources = topics_of(0, 2, 2, "dl") + topics_of(1, 2, 2, "dl")
+    dlq = "/v1/topics/%25DLQ%25g"
+
+    def kill(topic: str, msg_id: str) -> None:
+        """Send one message and fail its only attempt: a dead letter of group g."""
+        assert c.put(f"/v1/topics/{topic}/groups/g", json={"max_attempts": 1}).is_success
+        body = {"msg_id": msg_id, "body": topic}
+        assert c.post(f"/v1/topics/{topic}/messages", json=body).status_code == 201
+        got = c.post(f"/v1/topics/{topic}/groups/g/receive", json={"max_messages": 1}).json()
+        receipts = [m["receipt"] for m in got["messages"]]
+        nacked = c.post(f"/v1/topics/{topic}/groups/g/nack", json={"receipts": receipts})
+        assert nacked.json()["results"][0]["status"] == "nacked", nacked.text
+
+    for t in sources:
+        kill(t, f"dead-{t}")
+    got = c.post(f"{dlq}/groups/reader/receive", json={"max_messages": 100}).json()["messages"]
+    assert sorted(m["source_topic"] for m in got) == sorted(sources)
+    assert {m["msg_id"] for m in got} == {f"dead-{t}" for t in sources}
+    receipts = [m["receipt"] for m in got] + ["not-a-receipt"]
+    acked = c.post(f"{dlq}/groups/reader/ack", json={"receipts": receipts}).json()["results"]
+    assert [r["status"] for r in acked] == ["acked"] * len(sources) + ["unknown"]
+    assert c.post(f"{dlq}/groups/reader/receive", json={}).json() == {"messages": []}
+    assert c.post(f"{dlq}/groups/reader/receive", json={"max_messages": 0}).status_code == 422
+    # A long poll on the DLQ returns when a dead letter arrives in any partition.
+    for t in (sources[0], sources[-1]):
+        started = time.monotonic()
+        timer = threading.Timer(0.5, kill, args=(t, f"late-{t}"))
+        timer.start()
+        r = c.post(f"{dlq}/groups/reader/receive", json={"wait_ms": 10_000})
+        timer.join()
+        assert [m["msg_id"] for m in r.json()["messages"]] == [f"late-{t}"]
+        assert time.monotonic() - started < 5
+
+
+def connection_on(srv: Server, worker: int) -> socket.socket:
+    """A connection to the public port that worker ``worker`` accepted."""
+    pids = workers_of(srv)
+    for _ in range(200):
+        sock = socket.create_connection((process.HOST, srv.port), timeout=10)
+        deadline = time.monotonic() + 2
+        holder = None
+        while holder is None and time.monotonic() < deadline:
+            holder = hop.accepted_by(sock.getsockname()[1], srv.port, pids)
+            time.sleep(0.005)
+        if holder == worker:
+            return sock
+        sock.close()
+    raise AssertionError(f"no connection landed on worker {worker}")
+
+
+def open_streams(c: httpx.Client, partition: int) -> float:
+    text = c.get("/metrics").text
+    line = f'rocktimer_streams{{partition="{partition}"}} '
+    return float(text.split(line, 1)[1].split()[0])
+
+
+def test_a_client_leaving_a_relayed_stream_ends_it_on_the_owner(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    srv = cluster(workers=2, partitions=2)
+    c = fresh_client(srv)
+    topic = topics_of(1, 2, 1, "gone")[0]  # worker 1's; the connection is worker 0's
+    sock = connection_on(srv, 0)
+    head = f"GET /v1/topics/{topic}/groups/g/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    sock.sendall(head.encode())
+    assert sock.recv(4096).startswith(b"HTTP/1.1 200")  # relayed: the owner's stream began
+    assert open_streams(c, 1) == 1
+    sock.close()
+    deadline = time.monotonic() + 10
+    while open_streams(c, 1) != 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert open_streams(c, 1) == 0  # the owner ended it: its slots are free again
