@@ -21,6 +21,7 @@ from rocksdict import (
     WriteOptions,
 )
 
+from storage import dirs
 from storage.errors import StorageError, StoreClosedError
 
 # Every number that shapes RocksDB, with why.
@@ -106,7 +107,7 @@ class RocksStore:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
-        os.makedirs(self.path, exist_ok=True)
+        dirs.makedirs(self.path)  # its name durable: RocksDB fsyncs only the dir itself
         self._synced = WriteOptions()
         self._synced.sync = True
         self._unsynced = WriteOptions()

@@ -404,10 +404,14 @@ class CrashLoop:
             self.ledger.violate(
                 "server-died", "-", "-", f"exit code {proc.returncode} before the kill"
             )
-        self.server.kill()
+        self.crash()
         phase.stop.set()
         self.join(threads)
         return kill_at
+
+    def crash(self) -> None:
+        """The crash itself: SIGKILL (tests/reliability/powerloss.py also cuts the power)."""
+        self.server.kill()
 
     def child_rng(self) -> random.Random:
         return random.Random(self.rng.getrandbits(64))

@@ -9,39 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.reliability.conftest import power_cut
 from tools.powercut.fs import SECTOR
-from tools.powercut.mount import PowerCut, unavailable
-
-
-def require_fuse() -> None:
-    """Skip (or, in CI, fail) when no FUSE file system can be mounted here."""
-    reason = unavailable()
-    if reason is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"the power-cut tests need FUSE, and CI must run them: {reason}")
-    pytest.skip(f"the power-cut tests need FUSE: {reason}")
-
-
-@pytest.fixture
-def fs(tmp_path: Path) -> Iterator[PowerCut]:
-    require_fuse()
-    pc = PowerCut(tmp_path / "state", tmp_path / "mnt", tmp_path / "fs.log")
-    pc.mount()
-    yield pc
-    pc.unmount()
-
-
-def power_cut(fs: PowerCut, torn: bool = False, seed: int = 0) -> int:
-    fs.freeze()
-    n = fs.cut(torn, seed)
-    fs.mount()
-    return n
+from tools.powercut.mount import PowerCut
 
 
 def fsync_dir(path: Path) -> None:

@@ -4,10 +4,11 @@ directory STATE on MOUNT (in the foreground, until unmounted).
 It first lays STATE/live anew from STATE/disk (what the last cut left), then listens on
 STATE/control.sock for one-line commands, each answered with one line:
 
-- ``freeze``: hold every file operation from now on; answers ``frozen``;
-- ``cut TORN SEED``: the power goes (after a freeze): TORN 1 tears the writeback under
-  way (tools/powercut/fs.py); answers ``cut N`` (N files torn); every operation fails
-  from then on, and the mount is to be unmounted (``fusermount3 -u -z MOUNT``);
+- ``freeze``: the power goes: every file operation fails from now on (EIO) and
+  reaches neither tree; answers ``frozen``;
+- ``cut TORN SEED`` (after a freeze): TORN 1 tears the writeback under way
+  (tools/powercut/fs.py); answers ``cut N`` (N files torn); the mount is then to be
+  unmounted (``fusermount3 -u -z MOUNT``) and served again by a new process;
 - ``stats``: answers ``syncs N dir_syncs M``.
 """
 

@@ -104,8 +104,8 @@ def restore(state: str) -> None:
 
 
 class PowerCutFS(Operations):  # type: ignore[misc]
-    """The FUSE operations. Every operation runs under one lock (``gate``): ``freeze``
-    takes it and keeps it, so that nothing reaches either tree until the cut."""
+    """The FUSE operations, each under one lock (``gate``): ``freeze`` takes it once,
+    after which every operation fails and nothing more reaches either tree."""
 
     use_ns = True
 
@@ -396,16 +396,20 @@ class PowerCutFS(Operations):  # type: ignore[misc]
     # --- the power cut -------------------------------------------------------------------
 
     def freeze(self) -> None:
-        """Hold every operation (the gate stays taken until ``cut``)."""
-        self.gate.acquire()
+        """The instant of the cut: the operation under way ends, every later one fails
+        (EIO) and reaches neither tree. A process blocked on the mount can still exit,
+        as a killed one must (its close() waits for an answer)."""
+        with self.gate:
+            self.dead = True
 
     def cut(self, torn: bool, seed: int) -> int:
-        """The power goes (the gate held by ``freeze``): with ``torn``, the writeback under
-        way reaches disk/ (see the module docstring); returns how many files were torn.
-        Every operation fails from now on; ``restore`` at the next start drops the rest."""
+        """After ``freeze``: with ``torn``, the writeback under way reaches disk/ (see the
+        module docstring); returns how many files were torn. ``restore`` at the next
+        start drops the rest."""
         rng = random.Random(seed)
         torn_files = 0
-        try:
+        with self.gate:
+            assert self.dead, "cut before freeze"
             if torn:
                 for fd, ino in sorted(self.fh_ino.items()):
                     node = self.nodes.get(ino)
@@ -413,9 +417,6 @@ class PowerCutFS(Operations):  # type: ignore[misc]
                         continue
                     self._tear(fd, node, rng)
                     torn_files += 1
-        finally:
-            self.dead = True
-            self.gate.release()
         return torn_files
 
     def _tear(self, fd: int, node: Node, rng: random.Random) -> None:

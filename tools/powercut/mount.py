@@ -2,10 +2,11 @@
 
 A power cut as a test does it::
 
-    fs.freeze()               # nothing more reaches either tree
-    kill the processes on it  # SIGKILL, at the same instant for them
-    fs.cut(torn, seed)        # the unsynced state is dropped (torn: in part written back)
-    fs.mount()                # what survived, served again
+    SIGSTOP the processes on it  # none of them answers anyone from now on
+    fs.freeze()                  # the instant of the cut: nothing more reaches the disk
+    SIGKILL them                 # blocked on the mount, they get EIO and exit
+    fs.cut(torn, seed)           # unmounted; the unsynced is dropped at the next mount
+    fs.mount()                   # what survived, served again
 """
 
 from __future__ import annotations
