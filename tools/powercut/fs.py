@@ -253,7 +253,11 @@ class PowerCutFS(Operations):  # type: ignore[misc]
 
     def open(self, path: str, flags: int) -> int:
         def run() -> int:
-            fd = self._opened(os.open(self._lp(path), flags & ~(os.O_CREAT | os.O_EXCL)))
+            # O_APPEND stays the kernel's: it sends each write with the offset of the end,
+            # and a pwrite on an O_APPEND descriptor would ignore that offset.
+            fd = self._opened(
+                os.open(self._lp(path), flags & ~(os.O_CREAT | os.O_EXCL | os.O_APPEND))
+            )
             if flags & os.O_TRUNC:
                 self._node(self.fh_ino[fd]).resized = True
             return fd
