@@ -23,6 +23,13 @@ writes that has a durable inode, every unsynced write but the last in full and t
 to a sector boundary (chosen by the seed): writeback that was under way when the power
 went, ``the kernel wrote some pages of the last write``.
 
+RocksDB, as the service opens it (its OPTIONS file), fits this model: it syncs with
+``fdatasync`` (``use_fsync=false``) and fsyncs its directory after each file it makes;
+it reads and writes with ``pread``/``write`` (no mmap: ``allow_mmap_reads`` and
+``allow_mmap_writes`` are false; no O_DIRECT); its ``sync_file_range`` calls
+(``bytes_per_sync``) only pace writeback, and its WAL preallocation
+(``fallocate(FALLOC_FL_KEEP_SIZE)``) is taken as the hint it is.
+
 What is not modelled: metadata (mode, owner, times) is never lost; a directory renamed
 is kept by path; a directory fsynced before its own entry in its parent was is kept apart
 (``UNLINKED``) until that entry is synced; symlinks are served but never made durable.
