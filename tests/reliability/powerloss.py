@@ -69,7 +69,7 @@ DEFAULT_CUTS = 20
 
 TORN_CHANCE = 0.3  # cuts that also tear the writeback under way
 
-MESSAGE_KINDS = {"scheduled": MessageState.SCHEDULED, "delivered": MessageState.DELIVERED}
+STATE_KINDS = {"delivered": MessageState.DELIVERED, "cancelled": MessageState.CANCELLED}
 
 
 def children(pid: int) -> list[int]:
@@ -179,10 +179,7 @@ class PowerLoss(CrashLoop):
         for key in sorted(known ^ with_events):
             where = "in the store, no scheduled event" if key in known else "event, no message"
             ledger.violate("event-store", *key, where)
-        wanted = {**MESSAGE_KINDS, "cancelled": MessageState.CANCELLED}
-        for kind, state in wanted.items():
-            if kind == "scheduled":
-                continue
+        for kind, state in STATE_KINDS.items():
             evented = set(per_kind.get(kind, ()))
             stored = {k for k, s in states.items() if s is state}
             for key in sorted(evented ^ stored):
@@ -231,8 +228,8 @@ def run(
     stats = summary.stats
     print(
         f"  power cuts: {stats['cuts']} ({stats['torn_cuts']} torn, {stats['torn_files']} "
-        f"files torn), {stats['deliveries_read_before_cut']} deliveries read before a cut "
-        f"and not durable yet, {stats['events']} events checked",
+        f"files torn), {stats['deliveries_read_before_cut']} deliveries only read before a "
+        f"cut (a cut may undo them), {stats['events']} events checked",
         file=out,
     )
     if summary.ok and own and not keep:
