@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.conftest import power_cut
-from tools.powercut.fs import SECTOR
 from tools.powercut.mount import PowerCut
 
 
@@ -113,6 +112,8 @@ def test_a_directory_is_lost_until_its_parent_is_fsynced(fs: PowerCut) -> None:
 
 
 def test_a_torn_write_leaves_a_sector_aligned_prefix(fs: PowerCut) -> None:
+    from tools.powercut.fs import SECTOR  # here: it needs libfuse, which the fixture checks
+
     m = fs.mount_point
     base = b"s" * 1000
     last = bytes(range(256)) * 40  # 10240 bytes, from offset 1000 + 3000

@@ -23,8 +23,7 @@ import threading
 from mfusepy import FUSE
 
 from tools.powercut.fs import PowerCutFS, restore
-
-CONTROL = "control.sock"
+from tools.powercut.mount import CONTROL
 
 
 def serve_control(fs: PowerCutFS, path: str) -> None:

@@ -19,9 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from tools.powercut.__main__ import CONTROL
-
 ROOT = Path(__file__).resolve().parents[2]
+CONTROL = "control.sock"  # in the state directory: the server's command socket
 MOUNT_TIMEOUT_S = 15.0
 
 
@@ -31,7 +30,7 @@ def unavailable() -> str | None:
         return "no /dev/fuse on this machine (a container without the FUSE device)"
     if shutil.which("fusermount3") is None:
         return "no fusermount3 (Debian's fuse3 package: apt-get install fuse3)"
-    try:
+    try:  # only here: this module is imported where FUSE may be missing
         import mfusepy  # noqa: F401
     except (ImportError, OSError) as exc:  # OSError: libfuse3 itself is missing
         return f"the FUSE library cannot be loaded: {exc}"
