@@ -26,7 +26,7 @@ $(VENV)/.test-stamp: pyproject.toml | $(VENV)/bin/python
 run: $(VENV)/.run-stamp  ## start the service on 127.0.0.1:8080, data under ./data
 	$(PY) -m app
 
-test: $(VENV)/.test-stamp chromium  ## the whole suite: unit, engine, end to end over real HTTP
+test: $(VENV)/.test-stamp chromium fuse3  ## the whole suite: unit, engine, end to end over real HTTP
 	$(PY) -m pytest
 
 # The console tests drive Debian's Chromium; installed here when missing and we are root.
@@ -63,6 +63,24 @@ CYCLES ?= 50
 .PHONY: crash
 crash: $(VENV)/.test-stamp  ## SIGKILL the real server under load CYCLES times; nothing acknowledged may be lost
 	$(PY) -m tools.crash_loop --cycles $(CYCLES)
+
+# The power-loss tests mount a FUSE file system (tools/powercut): Debian's fuse3 gives
+# fusermount3 and libfuse3; installed here when missing and we are root.
+.PHONY: fuse3
+fuse3:
+	@command -v fusermount3 >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing FUSE 3 for the power-loss tests (apt-get install fuse3)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 >/dev/null; \
+	  else \
+	    echo "the power-loss tests need FUSE 3: run 'sudo apt-get install fuse3', then make again"; \
+	    exit 1; \
+	  fi; }
+
+CUTS ?= 200
+.PHONY: powerloss
+powerloss: $(VENV)/.test-stamp fuse3  ## cut the power under the real server CUTS times (SEED=n replays); nothing acknowledged may be lost
+	$(PY) -m tests.reliability.powerloss --cuts $(CUTS) $(if $(SEED),--seed $(SEED))
 
 .PHONY: lock compose-smoke
 lock: $(VENV)/.test-stamp  ## re-pin requirements*.lock from pyproject.toml (UPGRADE=1: newest allowed)

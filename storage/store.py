@@ -21,6 +21,7 @@ from rocksdict import (
     WriteOptions,
 )
 
+from storage import dirs
 from storage.errors import StorageError, StoreClosedError
 
 # Every number that shapes RocksDB, with why.
@@ -110,7 +111,7 @@ class RocksStore:
         the memtable and block cache budgets, so that partitions do not multiply memory."""
         self.path = os.fspath(path)
         self.memory_share = memory_share
-        os.makedirs(self.path, exist_ok=True)
+        dirs.makedirs(self.path)  # its name durable: RocksDB fsyncs only the dir itself
         self._synced = WriteOptions()
         self._synced.sync = True
         self._unsynced = WriteOptions()

@@ -1,0 +1,1 @@
+"""Tools the tests and ``make`` targets run beside the product (not part of it)."""

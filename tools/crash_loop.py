@@ -415,7 +415,7 @@ class CrashLoop:
             self.ledger.violate(
                 "server-died", "-", "-", f"exit code {proc.returncode} before the kill"
             )
-        self.kill_all()
+        self.crash()
         phase.stop.set()
         self.join(threads)
         return kill_at
@@ -430,9 +430,10 @@ class CrashLoop:
             os.kill(workers[sorted(workers)[pick % len(workers)]], signal.SIGKILL)
             self.ledger.count("worker_kills")
 
-    def kill_all(self) -> None:
-        """SIGKILL the server: with workers, each worker too, the supervisor stopped first
-        (else it would start one again; and a worker it outlives gets SIGTERM, not a kill)."""
+    def crash(self) -> None:
+        """The crash itself: SIGKILL the server, and with workers each worker too, the
+        supervisor stopped first (else it would start one again; and a worker it outlives
+        gets SIGTERM, not a kill). tests/reliability/powerloss.py also cuts the power."""
         proc = self.server.proc
         if self.config.workers > 1 and proc is not None and proc.poll() is None:
             os.kill(proc.pid, signal.SIGSTOP)

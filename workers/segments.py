@@ -20,6 +20,8 @@ import re
 import shutil
 from typing import TYPE_CHECKING, NamedTuple
 
+from storage import dirs
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -91,9 +93,7 @@ def write(root: str, table: pa.Table, day: str, first: int, last: int) -> Segmen
     import pyarrow.parquet as pq
 
     directory = os.path.join(root, f"date={day}")
-    if not os.path.isdir(directory):
-        os.makedirs(directory, exist_ok=True)
-        _fsync_dir(root)
+    dirs.makedirs(directory)  # events/ too, the first time: each name fsynced in its parent
     name = f"part-{first}-{last}.parquet"
     # Hidden, and this process's own: a sealer orphaned by a SIGKILLed server may still be
     # finishing the same range; it renames only the file it wrote (workers/sealer.py).
@@ -110,7 +110,7 @@ def write(root: str, table: pa.Table, day: str, first: int, last: int) -> Segmen
         os.fsync(out.fileno())
     final = os.path.join(directory, name)
     os.replace(hidden, final)
-    _fsync_dir(directory)
+    dirs.fsync_dir(directory)
     return Segment(final, first, last)
 
 
@@ -168,11 +168,3 @@ def _newest_ms(path: str) -> int:
             return int(pc.max(times).as_py() or 0)
         newest = max(newest, int(stats.max))
     return newest
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -55,6 +55,9 @@ class Msg:
     deliver_at_ms: int | None = None
     created_at_ms: int | None = None
     delivered: bool = False  # known delivered (status, a receive, a 409 on cancel)
+    # ... by a reply the server gives only once durable (a send's 201/200, a cancel's 409):
+    # a power cut cannot undo it, as it can undo a delivery only read (status, receive)
+    delivered_durably: bool = False
     timer_path: bool = False  # its 201 said scheduled: it enters its log in deliver_at order
     cancel: Cancel = Cancel.NONE
     settled: bool = False  # its final state was checked; the receive stream still watches it
@@ -195,7 +198,7 @@ class Ledger:
             m.creates += 1
             m.timer_path = reply["state"] == "scheduled"
         if reply["state"] == "delivered":
-            m.delivered = True
+            m.delivered = m.delivered_durably = True
         elif reply["state"] != "scheduled":
             self._bad("send-state", m, f"send answered state {reply['state']!r}")
         m.unanswered = False
@@ -267,7 +270,7 @@ class Ledger:
                     )
             elif status == 409:
                 m.cancel = Cancel.CONFLICT
-                m.delivered = True
+                m.delivered = m.delivered_durably = True
                 self.stats["cancel_conflicts"] += 1
             elif status == 404:
                 self._bad("lost", m, "cancel of an acknowledged message answered 404")
@@ -374,6 +377,16 @@ class Ledger:
                 *h.key,
                 f"group {group} acked attempts {prev[1]} and {h.attempt} under two receipts",
             )
+
+    def power_cut(self) -> None:
+        """A power cut (tests/reliability/powerloss.py): a delivery that was only read
+        (a status, a receive) may have been in the unsynced tail of the WAL; the message
+        may be scheduled again, and delivered again (at least once)."""
+        with self.lock:
+            for m in self.msgs.values():
+                if m.delivered and not m.delivered_durably:
+                    m.delivered = False
+                    self.stats["deliveries_read_before_cut"] += not m.settled
 
     # --- checks --------------------------------------------------------------------------
 
