@@ -26,20 +26,29 @@ $(VENV)/.test-stamp: pyproject.toml | $(VENV)/bin/python
 run: $(VENV)/.run-stamp  ## start the service on 127.0.0.1:8080, data under ./data
 	$(PY) -m app
 
-test: $(VENV)/.test-stamp chromium fuse3  ## the whole suite: unit, engine, end to end over real HTTP
+test: $(VENV)/.test-stamp chromium fuse3 redis  ## the whole suite: unit, engine, end to end over real HTTP
 	$(PY) -m pytest
 
-# The console tests drive Debian's Chromium; installed here when missing and we are root.
-.PHONY: chromium ui
-chromium:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing Chromium for the console tests (apt-get install chromium)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  else \
-	    echo "the console tests need Chromium: run 'sudo apt-get install chromium', then make test"; \
-	    exit 1; \
-	  fi; }
+# Debian packages the suite drives, installed here when missing and we are root:
+# $(call need,COMMAND,PACKAGE,WHAT IT IS FOR).
+define need
+@command -v $(1) >/dev/null 2>&1 || { \
+  if [ "$$(id -u)" = 0 ]; then \
+    echo "installing $(2) for $(3) (apt-get install $(2))"; \
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) >/dev/null; \
+  else \
+    echo "$(3) need $(2): run 'sudo apt-get install $(2)', then make again"; \
+    exit 1; \
+  fi; }
+endef
+
+.PHONY: chromium fuse3 redis ui
+chromium:  # the console tests drive headless Chromium
+	$(call need,chromium,chromium,the console tests)
+fuse3:  # the power-loss tests mount a FUSE file system (tools/powercut)
+	$(call need,fusermount3,fuse3,the power-loss tests)
+redis:  # the bench's smoke test runs the Redis delay-queue alternative beside the service
+	$(call need,redis-server,redis-server,the Redis bench figure)
 
 ui:  ## rebuild the console's JavaScript (app/ui/static/js) from its TypeScript sources
 	cd app/ui && npm ci --no-audit --no-fund && npx tsc -p .
@@ -63,19 +72,6 @@ CYCLES ?= 50
 .PHONY: crash
 crash: $(VENV)/.test-stamp  ## SIGKILL the real server under load CYCLES times; nothing acknowledged may be lost
 	$(PY) -m tools.crash_loop --cycles $(CYCLES)
-
-# The power-loss tests mount a FUSE file system (tools/powercut): Debian's fuse3 gives
-# fusermount3 and libfuse3; installed here when missing and we are root.
-.PHONY: fuse3
-fuse3:
-	@command -v fusermount3 >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing FUSE 3 for the power-loss tests (apt-get install fuse3)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 >/dev/null; \
-	  else \
-	    echo "the power-loss tests need FUSE 3: run 'sudo apt-get install fuse3', then make again"; \
-	    exit 1; \
-	  fi; }
 
 CUTS ?= 200
 .PHONY: powerloss
