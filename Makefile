@@ -76,7 +76,7 @@ crash: $(VENV)/.test-stamp  ## SIGKILL the real server under load CYCLES times; 
 CUTS ?= 200
 .PHONY: powerloss
 powerloss: $(VENV)/.test-stamp fuse3  ## cut the power under the real server CUTS times (SEED=n replays); nothing acknowledged may be lost
-	$(PY) -m tests.reliability.powerloss --cuts $(CUTS) $(if $(SEED),--seed $(SEED))
+	$(PY) -m tools.powerloss --cuts $(CUTS) $(if $(SEED),--seed $(SEED))
 
 .PHONY: lock compose-smoke
 lock: $(VENV)/.test-stamp  ## re-pin requirements*.lock from pyproject.toml (UPGRADE=1: newest allowed)

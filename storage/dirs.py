@@ -4,7 +4,7 @@ A file's fsync makes its bytes durable, not its name: a new file, a rename or a 
 directory is durable only once the directory holding the name is fsynced (POSIX; ext4
 and XFS do lose them). RocksDB fsyncs its own directory after each file it makes; what
 the service makes itself (the data dir, the event log's directories and segments) goes
-through here. tests/reliability/powerloss.py cuts the power to check it.
+through here. tools/powerloss.py cuts the power to check it.
 """
 
 from __future__ import annotations

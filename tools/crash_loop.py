@@ -433,7 +433,7 @@ class CrashLoop:
     def crash(self) -> None:
         """The crash itself: SIGKILL the server, and with workers each worker too, the
         supervisor stopped first (else it would start one again; and a worker it outlives
-        gets SIGTERM, not a kill). tests/reliability/powerloss.py also cuts the power."""
+        gets SIGTERM, not a kill). tools/powerloss.py also cuts the power."""
         proc = self.server.proc
         if self.config.workers > 1 and proc is not None and proc.poll() is None:
             os.kill(proc.pid, signal.SIGSTOP)

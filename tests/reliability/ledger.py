@@ -379,7 +379,7 @@ class Ledger:
             )
 
     def power_cut(self) -> None:
-        """A power cut (tests/reliability/powerloss.py): a delivery that was only read
+        """A power cut (tools/powerloss.py): a delivery that was only read
         (a status, a receive) may have been in the unsynced tail of the WAL; the message
         may be scheduled again, and delivered again (at least once)."""
         with self.lock:

@@ -1,4 +1,4 @@
-"""Power cuts under the service (tests/reliability/powerloss.py says what each proves):
+"""Power cuts under the service (tools/powerloss.py says what each proves):
 what it makes durable itself — its data dir, the event log's directories and segments —
 survives a cut, and a few cuts of the real server under load lose nothing acknowledged.
 
@@ -19,8 +19,8 @@ import pytest
 from storage.errors import StorageError
 from storage.event_table import SCHEMA
 from storage.store import CF, Put, RocksStore
-from tests.reliability import powerloss
 from tests.reliability.conftest import power_cut, require_fuse
+from tools import powerloss
 from tools.powercut.mount import PowerCut
 from workers import segments
 

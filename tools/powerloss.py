@@ -241,7 +241,7 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.reliability.powerloss",
+        prog="python -m tools.powerloss",
         description="Cut the power under the real server; nothing acknowledged may be lost.",
     )
     parser.add_argument("--cuts", type=int, default=DEFAULT_CUTS)
