@@ -23,7 +23,7 @@ from app.push.pusher import Pusher
 from workers.engine import Engine
 from workers.histogram import Histogram
 from workers.lag import DUE_COUNT_CAP
-from workers.ops import views as browse
+from workers.ops import views
 
 REQUEST_BOUNDS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30)
 METRICS_MAX_TOPICS = 1_000  # per scrape: the per-group gauges stay a bounded set of series
@@ -98,9 +98,9 @@ def _group_gauges(engine: Engine) -> Sequence[GaugeMetricFamily]:
             "rocktimer_group_dead", "Dead letters from this topic", labels=labels
         ),
     }
-    topics, _ = browse.topics(engine.store, None, METRICS_MAX_TOPICS)
+    topics, _ = views.topics(engine.store, None, METRICS_MAX_TOPICS)
     for t in topics:
-        groups, _ = browse.groups(engine.store, t.topic, None, METRICS_MAX_GROUPS)
+        groups, _ = views.groups(engine.store, t.topic, None, METRICS_MAX_GROUPS)
         for g in groups:
             for field, family in families.items():
                 family.add_metric([t.topic, g.group], getattr(g, field))

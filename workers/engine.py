@@ -25,8 +25,7 @@ from workers.exporter import Exporter
 from workers.histogram import Histogram
 from workers.lag import DeliveryLag
 from workers.notify import LongPolls, Parked
-from workers.ops import consume, messages, schedules
-from workers.ops import views as browse
+from workers.ops import consume, messages, schedules, views
 from workers.rules.retry import GroupSettings, decode_settings
 from workers.rules.webhook import PushSettings
 from workers.scanner import MOVE_PACE_MS, PUT_QUEUE_CHUNKS, SCAN_CHUNK, Chunk, Scanner
@@ -136,10 +135,8 @@ class Engine:
             behind=self.lag.age_ms,
             in_process=config.events_seal_process,
         )
-        # Push groups (app/push/pusher.py POSTs their messages), kept as their settings change;
-        # each watcher hears of every change, on the event loop that made it.
-        self.push_groups: dict[tuple[str, str], PushSettings] = browse.push_groups(self.store)
-        self.settings_watchers: list[Callable[[str, str, GroupSettings], None]] = []
+        # Push groups (app/push/pusher.py POSTs their messages), kept as their settings change.
+        self.push_groups: dict[tuple[str, str], PushSettings] = views.push_groups(self.store)
         self.started = False
         # Single sends waiting for their turn of the loop to end (send), and the tasks
         # that send them together.
@@ -509,8 +506,6 @@ class Engine:
             self.push_groups.pop((topic, group), None)
         else:
             self.push_groups[topic, group] = stored.push
-        for watcher in self.settings_watchers:
-            watcher(topic, group, stored)
         return stored
 
     def refuse_if_pushed(self, topic: str, group: str) -> None:
@@ -539,15 +534,15 @@ class Engine:
 
     # --- browsing (read-only, no writer) ---------------------------------------------------
 
-    def topics(self, after: str | None, limit: int) -> tuple[list[browse.TopicSummary], bool]:
-        return browse.topics(self.store, after, limit)
+    def topics(self, after: str | None, limit: int) -> tuple[list[views.TopicSummary], bool]:
+        return views.topics(self.store, after, limit)
 
     def groups(
         self, topic: str, after: str | None, limit: int
-    ) -> tuple[list[browse.GroupSummary], bool]:
-        return browse.groups(self.store, topic, after, limit)
+    ) -> tuple[list[views.GroupSummary], bool]:
+        return views.groups(self.store, topic, after, limit)
 
     def scheduled(
         self, topic: str, after: bytes | None, limit: int
     ) -> tuple[list[MessageRecord], bytes | None]:
-        return browse.scheduled(self.store, topic, after, limit, self.clock.now_ms())
+        return views.scheduled(self.store, topic, after, limit, self.clock.now_ms())

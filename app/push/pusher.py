@@ -226,7 +226,6 @@ class Pusher:
         """Push for every push group in the store, and follow changes of settings."""
         for (topic, group), push in self.engine.push_groups.items():
             self._begin(topic, group, push)
-        self.engine.settings_watchers.append(self._changed)
 
     def _begin(self, topic: str, group: str, push: PushSettings) -> None:
         if not host_allowed(push.host, self.allowed_hosts):
@@ -251,7 +250,9 @@ class Pusher:
             return
         self.groups[topic, group] = pusher
 
-    def _changed(self, topic: str, group: str, settings: GroupSettings) -> None:
+    def changed(self, topic: str, group: str, settings: GroupSettings) -> None:
+        """A group's settings were stored (the settings route tells it): its pushes start,
+        stop or move to the new URL."""
         current = self.groups.get((topic, group))
         if current is not None and current.push == settings.push:
             return  # its retry policy, max_attempts or filter: read by each op anyway
@@ -266,8 +267,6 @@ class Pusher:
 
     async def stop(self) -> None:
         """Stop every group's pushes (a grace of STOP_GRACE_S for those under way)."""
-        with contextlib.suppress(ValueError):
-            self.engine.settings_watchers.remove(self._changed)
         pushers, self.groups = list(self.groups.values()), {}
         for retiring in self.retiring.values():
             retiring.cut_off()

@@ -43,6 +43,7 @@ async def put_group_settings(topic: TopicPath, group: GroupPath, request: Reques
             where = {"loc": ["body", "push", "url"], "field": "push.url", "reason": reason}
             raise InvalidInput(f"push.url: {reason}", [where])
     stored = await engine.put_group_settings(topic, group, settings)
+    request.app.state.pusher.changed(topic, group, stored)
     return json_response(stored.shown())
 
 

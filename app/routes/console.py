@@ -15,7 +15,7 @@ from app.deps import engine_of, settings_of
 from app.openapi import V1, replies
 from app.schemas import Identity, Stats
 from app.wire import json_response
-from workers.ops import views as browse
+from workers.ops import views
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui" / "static"
 DUE_BUCKET_MS = 60_000  # the overview's histogram: one bar per minute ...
@@ -73,7 +73,7 @@ async def get_stats(request: Request) -> Response:
     lateness = engine.lateness_ms
     delivered = lateness.count  # every delivery is observed once: the count is the total
     now = engine.clock.now_ms()
-    ahead = browse.due_ahead(
+    ahead = views.due_ahead(
         engine.store, now, DUE_BUCKET_MS, DUE_HORIZON_MS // DUE_BUCKET_MS, DUE_SCAN_MAX
     )
     return json_response(

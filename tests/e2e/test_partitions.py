@@ -22,7 +22,7 @@ from storage.store import RocksStore
 from tests.support import process
 from tests.support.process import ROOT
 from tests.support.server import Server
-from workers.ops import views as browse
+from workers.ops import views
 
 pytestmark = pytest.mark.slow
 
@@ -95,7 +95,7 @@ def gone(pid: int) -> bool:
 def stored_topics(data: Path, partition: int) -> set[str]:
     store = RocksStore(data / f"p{partition}")
     try:
-        return {t.topic for t in browse.topics(store, None, 1_000)[0]}
+        return {t.topic for t in views.topics(store, None, 1_000)[0]}
     finally:
         store.close()
 

@@ -8,7 +8,7 @@ from storage.store import CF
 from tests.workers.support import record, run, topic_log, wait_until
 from workers.clock import FakeClock
 from workers.engine import Engine
-from workers.ops import views as browse
+from workers.ops import views
 
 MINUTE_MS = 60_000
 
@@ -26,12 +26,12 @@ def test_due_ahead_counts_messages_per_bucket_and_not_internal_timers(
     timers = [k for k, _ in engine.store.scan(CF.TIMERS, b"", b"\xff" * 9, 100)]
     assert sum(map(keys.is_internal_timer, timers)) == 1
 
-    ahead = browse.due_ahead(engine.store, now, MINUTE_MS, 60, limit=100)
+    ahead = views.due_ahead(engine.store, now, MINUTE_MS, 60, limit=100)
     expected = [0] * 60
     for minute in (0, 0, 1, 5, 59):
         expected[minute] += 1
-    assert ahead == browse.DueAhead(expected, capped=False)
+    assert ahead == views.DueAhead(expected, capped=False)
 
-    capped = browse.due_ahead(engine.store, now, MINUTE_MS, 60, limit=3)
+    capped = views.due_ahead(engine.store, now, MINUTE_MS, 60, limit=3)
     assert capped.capped
     assert sum(capped.counts) == 3

@@ -16,8 +16,7 @@ from tests.workers.conftest import EngineFactory
 from tests.workers.support import run
 from workers.clock import FakeClock
 from workers.engine import Engine
-from workers.ops import messages
-from workers.ops import views as browse
+from workers.ops import messages, views
 from workers.rules.retry import GroupSettings
 
 INVISIBLE_MS = 30_000
@@ -131,7 +130,7 @@ def test_retention_takes_the_tag_index_with_the_log(
 def test_settings_stored_under_older_rules_are_still_read(engine: Engine) -> None:
     """Issue 30.9: a filter with a NUL, or settings (a push) on an internal topic, are
     refused on the way in now; stored before, they must neither stop a receive nor the
-    pushers' start (browse.push_groups), which skips internal topics."""
+    pushers' start (views.push_groups), which skips internal topics."""
     push = {"url": "http://127.0.0.1:9/hook"}
     stored = {
         keys.group_key("t", "g"): {"filter": "TagA\x00"},
@@ -147,12 +146,12 @@ def test_settings_stored_under_older_rules_are_still_read(engine: Engine) -> Non
     deliver(engine, "a", "TagA")
     assert received(engine, "g") == []  # the stored filter still applies, as stored
     assert engine.group_settings("t", "g").filter == "TagA\x00"
-    assert set(browse.push_groups(engine.store)) == {("t", "pushed")}
+    assert set(views.push_groups(engine.store)) == {("t", "pushed")}
 
 
 def backlog(engine: Engine, group: str) -> int:
     """The group's backlog as the groups listing, /metrics and the console show it."""
-    return browse.group_summary(engine.store, "t", group).backlog
+    return views.group_summary(engine.store, "t", group).backlog
 
 
 def test_a_filtered_groups_backlog_counts_only_what_it_can_receive(
