@@ -16,6 +16,7 @@ import orjson
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 PROGRESS_EVERY_S = 2.0  # how often the progress line on stderr is redrawn
+LOOPBACK = "127.0.0.1"
 
 
 class JobError(Exception):
@@ -82,6 +83,13 @@ def session(master: str, app_name: str) -> Any:
 
     builder = SparkSession.builder
     if master.startswith("local"):
+        # Nothing on one machine needs the network: the driver, its block manager and the
+        # UI listen on loopback, not on the host's first interface (SPARK_LOCAL_IP is what
+        # the JVM and the UI read; the conf is what the driver advertises and binds).
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+        builder = builder.config("spark.driver.host", os.environ["SPARK_LOCAL_IP"]).config(
+            "spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"]
+        )
         # The executors' Python is ours (it has pipeline/ and app/); on a cluster it is the
         # nodes' own, configured there (spark.pyspark.python).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -101,8 +109,9 @@ def session(master: str, app_name: str) -> Any:
 
 
 @contextmanager
-def progress(spark: Any, label: str) -> Iterator[None]:
-    """A progress line on stderr (``label: stage s, tasks a/b, 12 s``) while the body runs."""
+def progress(spark: Any, label: str, figures: Callable[[], str] | None = None) -> Iterator[None]:
+    """A progress line on stderr (``label: stage s a/b, 12 s``, with ``figures()`` after
+    the label when given) while the body runs."""
     stop = threading.Event()
     started = time.monotonic()
     tty = sys.stderr.isatty()
@@ -115,6 +124,8 @@ def progress(spark: Any, label: str) -> Iterator[None]:
                 info = tracker.getStageInfo(stage_id)
                 if info is not None:
                     parts.append(f"stage {stage_id} {info.numCompletedTasks}/{info.numTasks}")
+            if figures is not None:
+                parts.insert(0, figures())
             line = f"{label}: {', '.join(parts) or 'working'}, {time.monotonic() - started:.0f} s"
             sys.stderr.write(f"\r{line}\x1b[K" if tty else f"{line}\n")
             sys.stderr.flush()
@@ -152,10 +163,23 @@ def main(job: Callable[[list[str]], int], argv: list[str] | None = None) -> NoRe
     sys.exit(code)
 
 
+def first_line(exc: BaseException) -> str:
+    """One line for an error: a JVM error's root cause (Py4J's own first line only says
+    which call failed), else the first non-empty line (Spark's run to pages of stack)."""
+    cause = getattr(exc, "java_exception", None)
+    while cause is not None and cause.getCause() is not None:
+        cause = cause.getCause()
+    text = str(cause.getMessage() or cause.toString()) if cause is not None else str(exc)
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return type(exc).__name__
+
+
 def _spark_input_error(exc: Exception) -> str | None:
     """Spark's own errors for a missing path or column, as one line; None for anything else."""
     from pyspark.errors import AnalysisException
 
     if isinstance(exc, AnalysisException):
-        return str(exc).strip().splitlines()[0]
+        return first_line(exc)
     return None
