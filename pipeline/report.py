@@ -3,6 +3,8 @@ as Parquet + CSV, three PNG charts and a report.html that shows them.
 
 Lateness is ``delivered.event_time_ms - deliver_at_ms`` for messages that were due in the
 future when sent (``deliver_at_ms > created_at_ms``): a message sent "now" is not late.
+A delivery before its due time (negative lateness) is also counted as ``early``: it is a
+broken promise, and the lateness histogram gives it its own bucket.
 Percentiles are nearest-rank (an actual value, exact on small data).
 """
 
@@ -32,6 +34,7 @@ def _figures(F: Any, ev: Any, keys: list[str]) -> Any:
     aggs = [F.count(F.when(F.col("kind") == k, 1)).alias(k) for k in COUNTED]
     aggs += [
         F.count(F.when((F.col("kind") == "received") & (F.col("attempt") > 1), 1)).alias("retries"),
+        F.count(F.when(late < 0, 1)).alias("early"),
         pct.alias("_pct"),
         F.max(late).alias("lateness_max_ms"),
     ]
@@ -40,6 +43,7 @@ def _figures(F: Any, ev: Any, keys: list[str]) -> Any:
         *keys,
         *COUNTED,
         "retries",
+        "early",
         F.col("_pct")[0].alias("lateness_p50_ms"),
         F.col("_pct")[1].alias("lateness_p95_ms"),
         F.col("_pct")[2].alias("lateness_p99_ms"),
@@ -121,13 +125,23 @@ def build(spark: Any, events: str, from_ms: int | None, to_ms: int | None) -> di
             "by_minute": by_minute.orderBy("topic", "minute_ms").toArrow(),
             "by_attempt": by_attempt.orderBy("topic", "attempt").toArrow(),
         }
-        overall = total.collect()
+        overall = total.join(
+            ev.agg(
+                F.min("event_time_ms").alias("first_ms"), F.max("event_time_ms").alias("last_ms")
+            )
+        ).collect()
         hist = sorted((r["bucket"], r["count"]) for r in histogram.collect())
         events_n = ev.count()
     finally:
         ev.unpersist()
     row = overall[0].asDict() if overall else {}
-    return {"tables": tables, "overall": row, "histogram": hist, "events": events_n}
+    return {
+        "tables": tables,
+        "overall": row,
+        "histogram": hist,
+        "events": events_n,
+        "range": (from_ms, to_ms),
+    }
 
 
 def write(out: Path, built: dict[str, Any], span: str) -> None:
