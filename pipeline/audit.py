@@ -136,9 +136,9 @@ def run(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.input is not None and args.format is None:
         raise cli.JobError("--input needs --format")
-    cli.require_path(args.events, directory=True)
+    cli.require_path(args.events, directory=True, master=args.master)
     if args.input is not None:
-        cli.require_path(args.input)
+        cli.require_path(args.input, master=args.master)
     spark = cli.session(args.master, "audit")
     from pyspark.sql import functions as F
 

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from app.config import Settings
-from app.schemas import MAX_BATCH
+from app.schemas import MAX_BATCH, MSG_ID_PATTERN
 from pipeline import cli
 from pipeline.rows import COLUMNS, Message, Reject, to_message
 from pipeline.sender import BatchSender, ServiceRefused
@@ -33,8 +33,8 @@ ORDINAL = "__rt_ordinal"  # internal columns, named so no input column can clash
 CONFLICT = "__rt_conflict"
 CORRUPT = "_corrupt_record"  # Spark's column for a line it could not parse
 INTERNAL = (ORDINAL, CONFLICT, CORRUPT)
-_HASH, _DUP, _POS = "__rt_hash", "__rt_dup", "__rt_pos"
-_FIRST_POS, _FIRST_HASH = "__rt_first_pos", "__rt_first_hash"
+_HASH, _KEY, _POS = "__rt_hash", "__rt_key", "__rt_pos"
+_FIRST_POS, _FIRST_HASH, _DIFFER = "__rt_first_pos", "__rt_first_hash", "__rt_differ"
 REQUEST_SLACK_BYTES = 64 * 1024  # under the service's request limit, for the envelope
 KINDS = ("loaded", "already_present", "rejected")
 IN_FLIGHT = 2  # batches a task has on their way at once (one connection each)
@@ -47,9 +47,15 @@ def read_input(spark: Any, path: str, fmt: str) -> Any:
     CSV and JSON are read in Spark's PERMISSIVE mode with a corrupt-record column: a line
     that does not parse (an unclosed quote, more or fewer fields than the header, broken
     JSON) keeps its raw text there and becomes a reject, never a row with altered content."""
-    cli.require_path(path)
+    master = spark.sparkContext.master
+    cli.require_path(path, master=master)
     if fmt == "parquet":
-        require_parquet(path)
+        require_parquet(path, master)
+    return spark_read(spark, path, fmt)
+
+
+def spark_read(spark: Any, path: str, fmt: str) -> Any:
+    """``read_input`` past the local checks: what Spark cannot read is one line, exit 2."""
     reader = spark.read
     try:
         if fmt == "csv":
@@ -76,11 +82,12 @@ def read_input(spark: Any, path: str, fmt: str) -> Any:
 PARQUET_MAGIC = b"PAR1"  # a Parquet file starts and ends with it
 
 
-def require_parquet(path: str) -> None:
+def require_parquet(path: str, master: str) -> None:
     """Exit 2 before Spark starts if a local file Spark would read is not Parquet (a CSV
-    named .parquet); a path with a scheme is Spark's to read and judge."""
-    if "://" in path:
+    named .parquet); a path elsewhere is Spark's to read and judge."""
+    if not cli.is_local_path(path, master):
         return
+    path = path.removeprefix("file://")
     files = (
         [path]
         if os.path.isfile(path)
@@ -109,7 +116,6 @@ def require_parquet(path: str) -> None:
 def prepare(df: Any, topic: str | None) -> Any:
     """Check the columns, make them Arrow-friendly, number identical id-less rows, and mark
     each row whose msg_id an earlier row of the input has with other content (its row)."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -130,68 +136,75 @@ def prepare(df: Any, topic: str | None) -> Any:
         elif not isinstance(field.dataType, keep):
             df = df.withColumn(field.name, F.col(field.name).cast("string"))
     content = [c for c in df.columns if c != CORRUPT]
-    df = df.withColumn(_POS, F.monotonically_increasing_id())
-    df = _mark_conflicts(F, df, content)
-    no_id = (
-        F.lit(True) if "msg_id" not in df.columns else F.coalesce(F.col("msg_id"), F.lit("")) == ""
-    )
-    df = df.withColumn(_HASH, F.when(no_id, F.xxhash64(*content)))
-    # Identical rows without a msg_id are told apart by their rank among themselves (their
-    # order does not matter: they are identical). Only those few rows are sorted.
-    dups = (
-        df.where(F.col(_HASH).isNotNull())
-        .groupBy(_HASH)
-        .count()
-        .where("count > 1")
-        .select(_HASH, F.lit(True).alias(_DUP))
-    )
-    df = df.join(F.broadcast(dups), _HASH, "left")
-    rank = F.row_number().over(Window.partitionBy(_HASH).orderBy(*content)) - 1
-    single = df.where(F.col(_DUP).isNull()).withColumn(ORDINAL, F.lit(0))
-    many = df.where(F.col(_DUP).isNotNull()).withColumn(ORDINAL, rank)
-    return single.unionByName(many).drop(_HASH, _DUP, _POS)
+    return _number_copies(F, df, content)
 
 
-def _mark_conflicts(F: Any, df: Any, content: list[str]) -> Any:
-    """``CONFLICT``: for a row whose (topic, msg_id) an earlier row has with other content,
-    that row's number (1 = the first data row, in the order Spark reads the input: a single
-    file's own order); null otherwise. Identical repeats stay null: the service answers
-    them "already present". Costs one aggregation of the ids; the row numbers only when
-    some id has two contents."""
-    none = F.lit(None).cast("long")
-    if "msg_id" not in df.columns:
-        return df.withColumn(CONFLICT, none)
-    # The content's hash, nulls told apart from values (a plain hash skips nulls).
-    df = df.withColumn(_HASH, F.xxhash64(*content, *[F.col(c).isNull() for c in content]))
-    conflicting = (
-        df.where(F.coalesce(F.col("msg_id").cast("string"), F.lit("")) != "")
-        .groupBy("topic", "msg_id")
+def _number_copies(F: Any, df: Any, content: list[str]) -> Any:
+    """Add ``ORDINAL`` (the k-th of identical rows without a msg_id: their ids differ by
+    it) and ``CONFLICT`` (for a row whose msg_id an earlier row has with other content,
+    that row's number: 1 = the first data row, in the order Spark reads the input, a single
+    file's own order).
+
+    One aggregation over the input finds both: rows keyed by (topic, msg_id), or by their
+    content when they have no msg_id, and the keys that occur more than once (few, kept
+    for the main pass). Only when some msg_id has two contents does a count per input
+    partition turn positions into row numbers."""
+    from pyspark.sql import Window
+
+    has_id = F.lit(False)
+    if "msg_id" in df.columns:
+        # An id the service refuses is that row's reject, whatever other rows hold.
+        has_id = F.coalesce(F.col("msg_id").cast("string").rlike(MSG_ID_PATTERN), F.lit(False))
+        no_id = F.coalesce(F.col("msg_id").cast("string"), F.lit("")) == ""
+    else:
+        no_id = F.lit(True)
+    digest = F.xxhash64(*content, *[F.col(c).isNull() for c in content])
+    df = (
+        df.withColumn(_POS, F.monotonically_increasing_id())
+        .withColumn(_HASH, digest)
+        .withColumn(
+            _KEY,
+            F.when(has_id, F.col("msg_id").cast("string")).when(
+                no_id, F.concat(F.lit("\x00"), F.col(_HASH).cast("string"))
+            ),
+        )
+    )
+    repeated = (
+        df.where(F.col(_KEY).isNotNull())
+        .groupBy("topic", _KEY)
         .agg(
+            F.count(F.lit(1)).alias("_n"),
             F.min(_POS).alias(_FIRST_POS),
             F.min_by(_HASH, _POS).alias(_FIRST_HASH),
-            (F.min(_HASH) != F.max(_HASH)).alias("_differ"),
+            (F.min(_HASH) != F.max(_HASH)).alias(_DIFFER),
         )
-        .where("_differ")
-        .drop("_differ")
+        .where("_n > 1")
+        .drop("_n")
+        .persist()
     )
-    if not conflicting.limit(1).count():
-        return df.withColumn(CONFLICT, none).drop(_HASH)
-    # A row's number from its position: the rows of the partitions before its own, plus
-    # its index in its partition (monotonically_increasing_id keeps the partition above
-    # bit 33).
-    offsets: list[Any] = []
-    total = 0
-    part = F.shiftright(F.col(_POS), 33)
-    for p, n in sorted(df.groupBy(part.alias("p")).count().collect()):
-        offsets += [F.lit(p), F.lit(total)]
-        total += n
-    first = F.element_at(F.create_map(*offsets), F.shiftright(F.col(_FIRST_POS), 33))
-    number = first + F.col(_FIRST_POS).bitwiseAND(F.lit((1 << 33) - 1)) + 1
-    df = df.join(conflicting, ["topic", "msg_id"], "left")
-    differs = F.col(_FIRST_HASH).isNotNull() & (F.col(_HASH) != F.col(_FIRST_HASH))
-    return df.withColumn(CONFLICT, F.when(differs, number).cast("long")).drop(
-        _HASH, _FIRST_POS, _FIRST_HASH
-    )
+    number = F.lit(None).cast("long")
+    if repeated.where(_DIFFER).limit(1).count():
+        # A row's number from its position: the rows of the partitions before its own,
+        # plus its index in its partition (monotonically_increasing_id keeps the partition
+        # above bit 33).
+        offsets: list[Any] = []
+        total = 0
+        for p, n in sorted(df.groupBy(F.shiftright(_POS, 33).alias("p")).count().collect()):
+            offsets += [F.lit(p), F.lit(total)]
+            total += n
+        first = F.element_at(F.create_map(*offsets), F.shiftright(F.col(_FIRST_POS), 33))
+        number = first + F.col(_FIRST_POS).bitwiseAND(F.lit((1 << 33) - 1)) + 1
+    df = df.join(repeated, ["topic", _KEY], "left")
+    conflict = F.when(F.col(_DIFFER) & (F.col(_HASH) != F.col(_FIRST_HASH)), number)
+    df = df.withColumn(CONFLICT, conflict.cast("long"))
+    # Identical rows without a msg_id are told apart by their rank among themselves (their
+    # order does not matter: they are identical). Only those few rows are sorted.
+    copies = F.col(_FIRST_POS).isNotNull() & no_id
+    rank = F.row_number().over(Window.partitionBy("topic", _KEY).orderBy(_POS)) - 1
+    single = df.where(~copies).withColumn(ORDINAL, F.lit(0))
+    many = df.where(copies).withColumn(ORDINAL, rank)
+    internal = (_POS, _HASH, _KEY, _FIRST_POS, _FIRST_HASH, _DIFFER)
+    return single.unionByName(many).drop(*internal)
 
 
 @dataclass(frozen=True)
@@ -278,14 +291,14 @@ class Loader:
             reason = malformed(raw, self.target.fmt, self.target.fields)
             self.tally.reject({CORRUPT: raw}, "row", reason)
             return
+        result = to_message(row, now_ms, self.target.settings, ordinal)
+        if isinstance(result, Reject):  # its own fault first: a bad id is not a conflict
+            self.tally.reject(row, result.field, result.reason)
+            return
         if conflict is not None:
             self.tally.reject(
                 row, "msg_id", f"conflicts with row {conflict}: same msg_id, other content"
             )
-            return
-        result = to_message(row, now_ms, self.target.settings, ordinal)
-        if isinstance(result, Reject):
-            self.tally.reject(row, result.field, result.reason)
             return
         self._queue(result, row)
 
@@ -424,9 +437,9 @@ def run(argv: list[str]) -> int:
     p.add_argument("--rejects", required=True, help="directory for the rejected rows (JSON Lines)")
     p.add_argument("--topic", help="the topic for rows without a topic column/value")
     args = p.parse_args(argv)
-    cli.require_path(args.input)
+    cli.require_path(args.input, master=args.master)
     if args.format == "parquet":
-        require_parquet(args.input)
+        require_parquet(args.input, args.master)
     preflight(args.url, args.api_key)
     started = time.monotonic()
     spark = cli.session(args.master, "bulk_load")

@@ -6,11 +6,11 @@ Numbers are for people: 1.2M, 350 ms, 2.5 min; times are UTC and say so.
 from __future__ import annotations
 
 import html
+import io
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 # Lateness histogram bucket edges (ms): bucket i holds edges[i-1] <= lateness < edges[i];
 # bucket 0 is 0 <= lateness < 1 ms and EARLY (-1) a delivery before its due time, a
@@ -110,7 +110,7 @@ def _style(ax: Any, title: str, subtitle: str, ylabel: str) -> None:
     ax.set_axisbelow(True)
 
 
-def _lateness(path: Path, hist: list[tuple[int, int]], overall: dict[str, Any]) -> None:
+def _lateness(path: BinaryIO, hist: list[tuple[int, int]], overall: dict[str, Any]) -> None:
     import matplotlib.pyplot as plt
 
     counts = dict(hist)
@@ -159,7 +159,7 @@ def partial_minutes(
 
 
 def _over_time(
-    path: Path,
+    path: BinaryIO,
     minutes: dict[int, dict[str, int]],
     axis: Axis,
     series: list[tuple[str, str, str]],
@@ -241,8 +241,9 @@ def _date(ms: int) -> float:
     return ms / 86_400_000  # matplotlib's date numbers: days since 1970, UTC
 
 
-def render(out: Path, built: dict[str, Any], span: str) -> None:
-    """lateness.png, throughput.png, retries.png and report.html into ``out``."""
+def render(built: dict[str, Any], span: str) -> dict[str, bytes]:
+    """lateness.png, throughput.png, retries.png and report.html, by name (the job writes
+    them where --out says, through Spark's file system)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -251,10 +252,11 @@ def render(out: Path, built: dict[str, Any], span: str) -> None:
         for key in ("scheduled", "delivered", "acked", "retries", "dead", "redriven"):
             minutes[row["minute_ms"]][key] += row[key] or 0
     overall = built["overall"]
-    _lateness(out / "lateness.png", built["histogram"], overall)
+    files = {name: io.BytesIO() for name, _ in CHARTS}
+    _lateness(files["lateness.png"], built["histogram"], overall)
     axis = _axis(minutes, overall, built.get("range", (None, None)))
     _over_time(
-        out / "throughput.png",
+        files["throughput.png"],
         minutes,
         axis,
         [
@@ -266,7 +268,7 @@ def render(out: Path, built: dict[str, Any], span: str) -> None:
         f"all topics, per minute; {span}",
     )
     _over_time(
-        out / "retries.png",
+        files["retries.png"],
         minutes,
         axis,
         [
@@ -277,7 +279,8 @@ def render(out: Path, built: dict[str, Any], span: str) -> None:
         "Retries and dead letters over time",
         f"all topics, per minute (retries: receives after the first); {span}",
     )
-    (out / "report.html").write_text(_html(built, span))
+    pages = {name: f.getvalue() for name, f in files.items()}
+    return {**pages, "report.html": _html(built, span).encode()}
 
 
 def _cell(column: str, value: Any) -> str:

@@ -62,13 +62,22 @@ def fraction(text: str) -> float:
     return value
 
 
-def require_path(path: str, directory: bool = False) -> None:
-    """Exit 2 before Spark starts if a local ``path`` is not there (URLs are Spark's to read)."""
-    if "://" in path:
+def require_path(path: str, directory: bool = False, master: str = "local") -> None:
+    """Exit 2 before Spark starts if a local ``path`` is not there. A path with a scheme
+    (hdfs://, s3a://) or any path on a cluster (its default file system) is Spark's to
+    read: an error there is one line too (``main``)."""
+    if not is_local_path(path, master):
         return
-    found = os.path.isdir(path) if directory else os.path.exists(path)
+    local = path.removeprefix("file://")
+    found = os.path.isdir(local) if directory else os.path.exists(local)
     if not found:
         raise JobError(f"{path}: no such {'directory' if directory else 'file or directory'}")
+
+
+def is_local_path(path: str, master: str) -> bool:
+    """Whether ``path`` names this machine's disk: no scheme (or file:) under a local master."""
+    scheme = path.partition("://")[0] if "://" in path else ""
+    return master.startswith("local") and scheme in ("", "file")
 
 
 def _local_cores(master: str) -> int:
@@ -106,6 +115,20 @@ def session(master: str, app_name: str) -> Any:
     )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def write_file(spark: Any, path: str, data: bytes) -> None:
+    """``data`` as the file ``path`` through Hadoop's FileSystem (the one Spark reads and
+    writes with): the driver's disk only when ``path`` is local, created or replaced."""
+    jvm = spark.sparkContext._jvm
+    target = jvm.org.apache.hadoop.fs.Path(path)
+    fs = target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs.setWriteChecksum(False)  # no hidden .crc beside each file on a local disk
+    stream = fs.create(target, True)
+    try:
+        stream.write(bytearray(data))
+    finally:
+        stream.close()
 
 
 @contextmanager

@@ -44,7 +44,7 @@ def read_events(spark: Any, path: str, from_ms: int | None = None, to_ms: int | 
     with ``from_ms <= event_time_ms < to_ms``; exit 2 if ``path`` is not there."""
     from pyspark.sql import functions as F
 
-    cli.require_path(path, directory=True)
+    cli.require_path(path, directory=True, master=spark.sparkContext.master)
     df = (
         spark.read.schema(EVENT_DDL)
         .option("recursiveFileLookup", True)

@@ -11,7 +11,6 @@ Percentiles are nearest-rank (an actual value, exact on small data).
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 from pipeline import charts, cli
@@ -144,15 +143,22 @@ def build(spark: Any, events: str, from_ms: int | None, to_ms: int | None) -> di
     }
 
 
-def write(out: Path, built: dict[str, Any], span: str) -> None:
+def write(spark: Any, out: str, built: dict[str, Any], span: str) -> None:
+    """The tables (Parquet and CSV), charts and report.html under ``out``, through Spark's
+    (Hadoop's) file system: a local directory, hdfs://, s3a://, or a cluster's default."""
+    import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    out.mkdir(parents=True, exist_ok=True)
+    files: dict[str, bytes] = {}
     for name, table in built["tables"].items():
-        pq.write_table(table, out / f"{name}.parquet")
-        pacsv.write_csv(table, out / f"{name}.csv")
-    charts.render(out, built, span)
+        for suffix, writer in (("parquet", pq.write_table), ("csv", pacsv.write_csv)):
+            sink = pa.BufferOutputStream()
+            writer(table, sink)
+            files[f"{name}.{suffix}"] = sink.getvalue().to_pybytes()
+    files.update(charts.render(built, span))
+    for name, data in files.items():
+        cli.write_file(spark, f"{out.rstrip('/')}/{name}", data)
 
 
 def run(argv: list[str]) -> int:
@@ -161,12 +167,12 @@ def run(argv: list[str]) -> int:
     p.add_argument("--out", required=True, help="directory for the tables, charts, report.html")
     time_range(p)
     args = p.parse_args(argv)
-    cli.require_path(args.events, directory=True)
+    cli.require_path(args.events, directory=True, master=args.master)
     started = time.monotonic()
     spark = cli.session(args.master, "report")
     with cli.progress(spark, "report"):
         built = build(spark, args.events, args.from_ms, args.to_ms)
-        write(Path(args.out), built, charts.span_text(args.from_ms, args.to_ms))
+        write(spark, args.out, built, charts.span_text(args.from_ms, args.to_ms))
     o = built["overall"]
     cli.emit(
         {

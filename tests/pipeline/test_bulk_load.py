@@ -503,10 +503,11 @@ def test_a_csv_named_parquet_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_a_file_spark_cannot_read_as_parquet_is_a_job_error(spark: Any, tmp_path: Path) -> None:
-    """Past the local check (a path with a scheme): Spark's own error, as one line."""
+    """Past the local check (a path on a cluster's file system): Spark's own error, as one
+    line."""
     path = _csv(tmp_path / "rows.parquet", [{"topic": "t", "body": "x"}])
-    with pytest.raises(cli.JobError, match=r"not a Parquet file") as caught:
-        bulk_load.read_input(spark, f"file://{path}", "parquet")
+    with pytest.raises(cli.JobError, match=r"is not a Parquet file") as caught:
+        bulk_load.spark_read(spark, str(path), "parquet")
     assert "\n" not in str(caught.value)
 
 
@@ -549,3 +550,16 @@ def test_local_to_ms_rejects_what_datetime_and_tzdata_refuse(
     got = local_to_ms(text, zone)
     assert isinstance(got, Reject)
     assert got.field == field
+
+
+def test_paths_off_this_machine_are_sparks_to_check() -> None:
+    """hdfs://, s3a:// and, on a cluster, a path without a scheme (the cluster's default
+    file system) pass the argument check; a local path that is not there does not."""
+    cli.require_path("hdfs://namenode/rows", directory=True)
+    cli.require_path("s3a://bucket/rows")
+    cli.require_path("/data/rows", master="spark://head:7077")
+    cli.require_path("/data/rows", master="yarn")
+    with pytest.raises(cli.JobError, match="no such file"):
+        cli.require_path("/no/such/rows", master="local[2]")
+    with pytest.raises(cli.JobError, match="no such directory"):
+        cli.require_path("file:///no/such/events", directory=True)

@@ -179,3 +179,23 @@ def test_partial_minutes(
     first: int, last: int, start: int | None, end: int | None, partial: set[int]
 ) -> None:
     assert charts.partial_minutes(first, last, start, end) == partial
+
+
+@pytest.mark.slow
+def test_report_writes_through_sparks_file_system(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--out as a URI (hdfs://, s3a://, here file://) is written by Hadoop's FileSystem,
+    not taken for a local directory named 'file:'."""
+    events = write_events(tmp_path / "events", clean_log().rows)
+    out = tmp_path / "report"
+
+    assert report.run(["--events", f"file://{events}", "--out", f"file://{out}"]) == 0
+
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"{t}.{s}" for t in ("by_attempt", "by_minute", "by_topic") for s in ("csv", "parquet")]
+        + [name for name, _ in charts.CHARTS]
+        + ["report.html"]
+    )
+    assert pq.read_table(out / "by_topic.parquet").num_rows == 2
+    assert (out / "lateness.png").read_bytes().startswith(b"\x89PNG")
