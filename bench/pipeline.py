@@ -16,6 +16,7 @@ minutes, in alternating rounds (the figures are medians).
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -118,6 +119,7 @@ def measure_load(n: int, rounds: int, work: Path) -> dict[str, Any]:
     loads: list[dict[str, Any]] = []
     ceilings: list[float] = []
     cpus: list[str] = []
+    load_before = os.getloadavg()
     for r in range(rounds):
         order = ("load", "ceiling") if r % 2 == 0 else ("ceiling", "load")
         for what in order:
@@ -128,7 +130,13 @@ def measure_load(n: int, rounds: int, work: Path) -> dict[str, Any]:
             else:
                 ceilings.append(ceiling_round(work, r))
     rates = [load["rows"] / load["wall_s"] for load in loads]
-    return {"loads": loads, "rates": rates, "ceilings": ceilings, "cpus": cpus}
+    return {
+        "loads": loads,
+        "rates": rates,
+        "ceilings": ceilings,
+        "cpus": cpus,
+        "load_average": [round(x, 1) for x in (*load_before, *os.getloadavg())],
+    }
 
 
 def measure(n: int, rounds: int = ROUNDS) -> dict[str, Any]:
