@@ -12,6 +12,7 @@ minutes, in alternating rounds (the figures are medians).
     python -m bench 16                             # BENCH_PIPELINE_N, default 100 000
     BENCH_PIPELINE_N=1000000 python -m bench 16    # the bulk load's size
     python -m bench.pipeline load 1000000 3        # the bulk load alone: N, rounds
+    python -m bench.pipeline report 1000000 3      # report and audit beside the scan
 """
 
 from __future__ import annotations
@@ -56,19 +57,29 @@ def _job(*argv: str) -> dict[str, Any]:
 
 
 def scan_seconds(events: str) -> float:
-    """The report's floor: a session plus one pass over every column of the segments."""
+    """The report's floor, end to end like the jobs (a process of its own, JVM start
+    included): a session plus one pass over every column of the segments."""
+    started = time.monotonic()
+    subprocess.run(
+        [sys.executable, "-m", "bench.pipeline", "scan", events, MASTER],
+        check=True,
+        capture_output=True,
+        timeout=JOB_TIMEOUT_S,
+        cwd=process.ROOT,
+    )
+    return time.monotonic() - started
+
+
+def scan(events: str, master: str) -> None:
     from pyspark.sql import functions as F
 
     from pipeline import cli
     from pipeline.events import read_events
 
-    started = time.monotonic()
-    spark = cli.session(MASTER, "bench-scan")
+    spark = cli.session(master, "bench-scan")
     df = read_events(spark, events)
     df.agg(F.max(F.xxhash64(*df.columns))).collect()  # max: a sum would overflow (ANSI)
-    seconds = time.monotonic() - started
     spark.stop()
-    return seconds
 
 
 def load_round(work: Path, rows: str, r: int) -> tuple[dict[str, Any], str]:
@@ -139,26 +150,37 @@ def measure_load(n: int, rounds: int, work: Path) -> dict[str, Any]:
     }
 
 
+def measure_scan(n: int, rounds: int, work: Path) -> dict[str, Any]:
+    """Report and audit over an N-event log beside a bare scan of it, rotating the order
+    of the three each round so each sees the same minutes."""
+    events = str(work / "events")
+    events_data.write(Path(events), n)
+    scans: list[float] = []
+    reports: list[dict[str, Any]] = []
+    audits: list[dict[str, Any]] = []
+    load_before = os.getloadavg()
+    for r in range(rounds):  # scan, report, audit; then report, audit, scan; …
+        steps = ["scan", "report", "audit"]
+        for step in steps[r % 3 :] + steps[: r % 3]:
+            if step == "scan":
+                scans.append(scan_seconds(events))
+            elif step == "report":
+                out = str(work / f"report-{r}")
+                reports.append(_job("pipeline.report", "--events", events, "--out", out))
+            else:
+                audits.append(_job("pipeline.audit", "--events", events))
+    return {
+        "scans": scans,
+        "reports": reports,
+        "audits": audits,
+        "scan_load_average": [round(x, 1) for x in (*load_before, *os.getloadavg())],
+    }
+
+
 def measure(n: int, rounds: int = ROUNDS) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rocktimer-bench-pipeline-") as tmp:
         work = Path(tmp)
-        events = str(work / "events")
-        load = measure_load(n, rounds, work)
-        events_data.write(Path(events), n)
-        scans: list[float] = []
-        reports: list[dict[str, Any]] = []
-        audits: list[dict[str, Any]] = []
-        for r in range(rounds):  # scan, report, audit; then report, audit, scan; …
-            steps = ["scan", "report", "audit"]
-            for step in steps[r % 3 :] + steps[: r % 3]:
-                if step == "scan":
-                    scans.append(scan_seconds(events))
-                elif step == "report":
-                    out = str(work / f"report-{r}")
-                    reports.append(_job("pipeline.report", "--events", events, "--out", out))
-                else:
-                    audits.append(_job("pipeline.audit", "--events", events))
-    return {"n": n, **load, "scans": scans, "reports": reports, "audits": audits}
+        return {"n": n, **measure_load(n, rounds, work), **measure_scan(n, rounds, work)}
 
 
 def _median(xs: list[float]) -> float:
@@ -222,13 +244,16 @@ def run_figure(n: int) -> list[report.Row]:
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["load"]:
+    if sys.argv[1:2] == ["scan"]:
+        scan(sys.argv[2], sys.argv[3])
+        return
+    if sys.argv[1:2] in (["load"], ["report"]):
         n, rounds = int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else ROUNDS
+        part = measure_load if sys.argv[1] == "load" else measure_scan
         with tempfile.TemporaryDirectory(prefix="rocktimer-bench-pipeline-") as tmp:
-            m = measure_load(n, rounds, Path(tmp))
-        print(orjson.dumps({k: v for k, v in m.items() if k != "loads"}).decode())
-        for load in m["loads"]:
-            print(orjson.dumps(load).decode())
+            m = part(n, rounds, Path(tmp))
+        for key, value in m.items():
+            print(key, orjson.dumps(value).decode())
         return
     s = scale.current()
     print(report.table(run_figure(s.pipeline_n), s.name))
