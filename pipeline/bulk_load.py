@@ -32,7 +32,6 @@ FORMATS = ("parquet", "csv", "json")
 ORDINAL = "__rt_ordinal"  # internal columns, named so no input column can clash
 CONFLICT = "__rt_conflict"
 CORRUPT = "_corrupt_record"  # Spark's column for a line it could not parse
-INTERNAL = (ORDINAL, CONFLICT, CORRUPT)
 _HASH, _KEY, _POS = "__rt_hash", "__rt_key", "__rt_pos"
 _FIRST_POS, _FIRST_HASH, _DIFFER = "__rt_first_pos", "__rt_first_hash", "__rt_differ"
 REQUEST_SLACK_BYTES = 64 * 1024  # under the service's request limit, for the envelope
