@@ -1,6 +1,10 @@
 """``python -m pipeline.audit``: the service's promises, checked on its own event log.
 
-Per message (topic, msg_id):
+A message is one incarnation of a msg_id: (topic, msg_id, created_at_ms). Every event of
+a message carries its creation time, and once retention has swept a delivered message its
+msg_id is free: a later send with it is a new message, not a second delivery of the first.
+
+Per message:
 - ``duplicate_delivery``: delivered more than once;
 - ``delivered_after_cancel``: a delivery after its cancel;
 - ``early_delivery``: delivered before its deliver time;
@@ -21,7 +25,7 @@ import orjson
 
 from app.config import Settings
 from pipeline import cli
-from pipeline.bulk_load import FORMATS, ORDINAL, prepare, read_input
+from pipeline.bulk_load import CONFLICT, CORRUPT, FORMATS, ORDINAL, prepare, read_input
 from pipeline.events import read_events
 from pipeline.rows import Message, to_message
 
@@ -29,12 +33,15 @@ DEFAULT_GRACE_MS = 60_000
 FINDING_DDL = "kind string, topic string, msg_id string, detail string"
 
 
+KEY = ("topic", "msg_id", "created_at_ms")  # one message: a msg_id's incarnation
+
+
 def per_message(F: Any, ev: Any) -> Any:
-    """One row per (topic, msg_id) with what the checks need."""
+    """One row per message (``KEY``) with what the checks need."""
     msg = ev.where(F.col("kind").isin("scheduled", "rescheduled", "cancelled", "delivered"))
     is_ = {k: F.col("kind") == k for k in ("scheduled", "cancelled", "delivered")}
     due_event = F.col("kind").isin("scheduled", "rescheduled")
-    return msg.groupBy("topic", "msg_id").agg(
+    return msg.groupBy(*KEY).agg(
         F.count(F.when(is_["scheduled"], 1)).alias("scheduled"),
         F.count(F.when(is_["delivered"], 1)).alias("delivered"),
         F.max_by(F.col("deliver_at_ms"), F.when(due_event, F.col("seq"))).alias("due_ms"),
@@ -44,7 +51,6 @@ def per_message(F: Any, ev: Any) -> Any:
             "lead_ms"
         ),
         F.min(F.when(is_["delivered"], F.col("event_time_ms"))).alias("delivered_ms"),
-        F.min("created_at_ms").alias("created_at_ms"),
     )
 
 
@@ -54,10 +60,14 @@ def findings(spark: Any, ev: Any, grace_ms: int) -> tuple[Any, Any]:
 
     bounds = ev.agg(F.min("event_time_ms"), F.max("event_time_ms")).first()
     start_ms, now_ms = (bounds[0], bounds[1]) if bounds and bounds[0] is not None else (0, 0)
-    m = per_message(F, ev)
+    m = per_message(F, ev).cache()  # read by every check and counted: computed once
     due = F.coalesce(F.col("due_ms"), F.lit(None))
     checks = [
-        ("duplicate_delivery", F.col("delivered") > 1, F.to_json(F.struct("delivered"))),
+        (
+            "duplicate_delivery",
+            F.col("delivered") > 1,
+            F.to_json(F.struct("delivered", "created_at_ms")),
+        ),
         (
             "delivered_after_cancel",
             F.col("last_delivery_seq") > F.col("cancel_seq"),
@@ -100,8 +110,8 @@ def _loaded_ids(target: Settings, batches: Iterator[Any]) -> Iterator[Any]:
     for batch in batches:
         topics, ids = [], []
         for row in batch.to_pylist():
-            if row.pop("_corrupt_record", None) is not None:
-                continue
+            if row.pop(CORRUPT, None) is not None or row.pop(CONFLICT, None) is not None:
+                continue  # a line that did not parse, an id with two contents: rejects
             ordinal = row.pop(ORDINAL, 0) or 0
             result = to_message(row, batch_now_ms(), target, ordinal)
             if isinstance(result, Message):
@@ -126,9 +136,9 @@ def run(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.input is not None and args.format is None:
         raise cli.JobError("--input needs --format")
-    cli.require_path(args.events, directory=True)
+    cli.require_path(args.events, directory=True, master=args.master)
     if args.input is not None:
-        cli.require_path(args.input)
+        cli.require_path(args.input, master=args.master)
     spark = cli.session(args.master, "audit")
     from pyspark.sql import functions as F
 
@@ -153,6 +163,7 @@ def run(argv: list[str]) -> int:
             line = {"kind": row["kind"], "topic": row["topic"], "msg_id": row["msg_id"], **detail}
             print(orjson.dumps(line).decode(), flush=False)
         n_messages = messages.count()
+        messages.unpersist()
         ev.unpersist()
     total = sum(by_kind.values())
     cli.emit({"messages": n_messages, "findings": total, "by_kind": dict(sorted(by_kind.items()))})

@@ -8,7 +8,9 @@ refused the item), so ``loaded + already_present + rejected == rows``.
 
 from __future__ import annotations
 
+import csv
 import http.client
+import os
 import queue
 import time
 from collections import Counter, deque
@@ -22,37 +24,102 @@ import orjson
 
 from app.config import Settings
 from app.defaults import MAX_BATCH
+from app.schemas import MSG_ID_PATTERN
 from pipeline import cli
 from pipeline.rows import COLUMNS, Message, Reject, to_message
 from pipeline.sender import BatchSender, ServiceRefused
 
 FORMATS = ("parquet", "csv", "json")
 ORDINAL = "__rt_ordinal"  # internal columns, named so no input column can clash
-_HASH, _DUP = "__rt_hash", "__rt_dup"
+CONFLICT = "__rt_conflict"
+CORRUPT = "_corrupt_record"  # Spark's column for a line it could not parse
+_HASH, _KEY, _POS = "__rt_hash", "__rt_key", "__rt_pos"
+_FIRST_POS, _FIRST_HASH, _DIFFER = "__rt_first_pos", "__rt_first_hash", "__rt_differ"
 REQUEST_SLACK_BYTES = 64 * 1024  # under the service's request limit, for the envelope
 KINDS = ("loaded", "already_present", "rejected")
 IN_FLIGHT = 2  # batches a task has on their way at once (one connection each)
 
 
 def read_input(spark: Any, path: str, fmt: str) -> Any:
-    """The input as a DataFrame (CSV with a header, JSON Lines, Parquet); exit 2 if absent."""
-    cli.require_path(path)
+    """The input as a DataFrame (CSV with a header, JSON Lines, Parquet); exit 2 if absent
+    or not readable as ``fmt`` (a CSV named .parquet, say).
+
+    CSV and JSON are read in Spark's PERMISSIVE mode with a corrupt-record column: a line
+    that does not parse (an unclosed quote, more or fewer fields than the header, broken
+    JSON) keeps its raw text there and becomes a reject, never a row with altered content."""
+    master = spark.sparkContext.master
+    cli.require_path(path, master=master)
+    if fmt == "parquet":
+        require_parquet(path, master)
+    return spark_read(spark, path, fmt)
+
+
+def spark_read(spark: Any, path: str, fmt: str) -> Any:
+    """``read_input`` past the local checks: what Spark cannot read is one line, exit 2."""
     reader = spark.read
-    if fmt == "csv":
-        return reader.option("header", True).option("escape", '"').csv(path)
-    if fmt == "json":
-        return reader.json(path)
-    return reader.parquet(path)
+    try:
+        if fmt == "csv":
+            header = reader.option("header", True).option("escape", '"').csv(path).columns
+            names = ", ".join(f"`{name.replace('`', '``')}` string" for name in header)
+            df = (
+                reader.schema(f"{names}, {CORRUPT} string")
+                .option("header", True)
+                .option("escape", '"')
+                .option("mode", "PERMISSIVE")
+                .option("columnNameOfCorruptRecord", CORRUPT)
+                .csv(path)
+            )
+        elif fmt == "json":
+            df = reader.option("columnNameOfCorruptRecord", CORRUPT).json(path)
+        else:
+            df = reader.parquet(path)
+        df.schema  # noqa: B018 (resolve it here: an unreadable file is exit 2, not a trace)
+    except Exception as exc:
+        raise cli.JobError(f"{path}: cannot be read as {fmt}: {cli.first_line(exc)}") from None
+    return df
+
+
+PARQUET_MAGIC = b"PAR1"  # a Parquet file starts and ends with it
+
+
+def require_parquet(path: str, master: str) -> None:
+    """Exit 2 before Spark starts if a local file Spark would read is not Parquet (a CSV
+    named .parquet); a path elsewhere is Spark's to read and judge."""
+    if not cli.is_local_path(path, master):
+        return
+    path = path.removeprefix("file://")
+    files = (
+        [path]
+        if os.path.isfile(path)
+        else [
+            os.path.join(folder, name)
+            for folder, dirs, names in os.walk(path)
+            for name in names
+            if not name.startswith(("_", "."))
+            and not any(
+                part.startswith(("_", "."))
+                for part in os.path.relpath(folder, path).split(os.sep)
+                if part != "."
+            )
+        ]
+    )
+    for name in files:
+        size = os.path.getsize(name)
+        with open(name, "rb") as f:
+            head = f.read(4)
+            f.seek(max(0, size - 4))
+            tail = f.read(4)
+        if size < 12 or head != PARQUET_MAGIC or tail != PARQUET_MAGIC:
+            raise cli.JobError(f"{name}: not a Parquet file (give its --format)")
 
 
 def prepare(df: Any, topic: str | None) -> Any:
-    """Check the columns, make them Arrow-friendly, and number identical id-less rows."""
-    from pyspark.sql import Window
+    """Check the columns, make them Arrow-friendly, number identical id-less rows, and mark
+    each row whose msg_id an earlier row of the input has with other content (its row)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    corrupt = "_corrupt_record"
-    unknown = sorted(set(df.columns) - set(COLUMNS) - {corrupt})
+    unknown = sorted(set(df.columns) - set(COLUMNS) - {CORRUPT})
     if unknown:
         raise cli.JobError(f"unknown column(s) {', '.join(unknown)}; expected {', '.join(COLUMNS)}")
     if "body" not in df.columns:
@@ -68,25 +135,76 @@ def prepare(df: Any, topic: str | None) -> Any:
             df = df.withColumn(field.name, F.to_json(field.name))
         elif not isinstance(field.dataType, keep):
             df = df.withColumn(field.name, F.col(field.name).cast("string"))
-    content = [c for c in df.columns if c != corrupt]
-    no_id = (
-        F.lit(True) if "msg_id" not in df.columns else F.coalesce(F.col("msg_id"), F.lit("")) == ""
+    content = [c for c in df.columns if c != CORRUPT]
+    return _number_copies(F, df, content)
+
+
+def _number_copies(F: Any, df: Any, content: list[str]) -> Any:
+    """Add ``ORDINAL`` (the k-th of identical rows without a msg_id: their ids differ by
+    it) and ``CONFLICT`` (for a row whose msg_id an earlier row has with other content,
+    that row's number: 1 = the first data row, in the order Spark reads the input, a single
+    file's own order).
+
+    One aggregation over the input finds both: rows keyed by (topic, msg_id), or by their
+    content when they have no msg_id, and the keys that occur more than once (few, kept
+    for the main pass). Only when some msg_id has two contents does a count per input
+    partition turn positions into row numbers."""
+    from pyspark.sql import Window
+
+    has_id = F.lit(False)
+    if "msg_id" in df.columns:
+        # An id the service refuses is that row's reject, whatever other rows hold.
+        has_id = F.coalesce(F.col("msg_id").cast("string").rlike(MSG_ID_PATTERN), F.lit(False))
+        no_id = F.coalesce(F.col("msg_id").cast("string"), F.lit("")) == ""
+    else:
+        no_id = F.lit(True)
+    digest = F.xxhash64(*content, *[F.col(c).isNull() for c in content])
+    df = (
+        df.withColumn(_POS, F.monotonically_increasing_id())
+        .withColumn(_HASH, digest)
+        .withColumn(
+            _KEY,
+            F.when(has_id, F.col("msg_id").cast("string")).when(
+                no_id, F.concat(F.lit("\x00"), F.col(_HASH).cast("string"))
+            ),
+        )
     )
-    df = df.withColumn(_HASH, F.when(no_id, F.xxhash64(*content)))
+    repeated = (
+        df.where(F.col(_KEY).isNotNull())
+        .groupBy("topic", _KEY)
+        .agg(
+            F.count(F.lit(1)).alias("_n"),
+            F.min(_POS).alias(_FIRST_POS),
+            F.min_by(_HASH, _POS).alias(_FIRST_HASH),
+            (F.min(_HASH) != F.max(_HASH)).alias(_DIFFER),
+        )
+        .where("_n > 1")
+        .drop("_n")
+        .persist()
+    )
+    number = F.lit(None).cast("long")
+    if repeated.where(_DIFFER).limit(1).count():
+        # A row's number from its position: the rows of the partitions before its own,
+        # plus its index in its partition (monotonically_increasing_id keeps the partition
+        # above bit 33).
+        offsets: list[Any] = []
+        total = 0
+        for p, n in sorted(df.groupBy(F.shiftright(_POS, 33).alias("p")).count().collect()):
+            offsets += [F.lit(p), F.lit(total)]
+            total += n
+        first = F.element_at(F.create_map(*offsets), F.shiftright(F.col(_FIRST_POS), 33))
+        number = first + F.col(_FIRST_POS).bitwiseAND(F.lit((1 << 33) - 1)) + 1
+    df = df.join(repeated, ["topic", _KEY], "left")
+    conflict = F.when(F.col(_DIFFER) & (F.col(_HASH) != F.col(_FIRST_HASH)), number)
+    df = df.withColumn(CONFLICT, conflict.cast("long"))
     # Identical rows without a msg_id are told apart by their rank among themselves (their
     # order does not matter: they are identical). Only those few rows are sorted.
-    dups = (
-        df.where(F.col(_HASH).isNotNull())
-        .groupBy(_HASH)
-        .count()
-        .where("count > 1")
-        .select(_HASH, F.lit(True).alias(_DUP))
-    )
-    df = df.join(F.broadcast(dups), _HASH, "left")
-    rank = F.row_number().over(Window.partitionBy(_HASH).orderBy(*content)) - 1
-    single = df.where(F.col(_DUP).isNull()).withColumn(ORDINAL, F.lit(0))
-    many = df.where(F.col(_DUP).isNotNull()).withColumn(ORDINAL, rank)
-    return single.unionByName(many).drop(_HASH, _DUP)
+    copies = F.col(_FIRST_POS).isNotNull() & no_id
+    rank = F.row_number().over(Window.partitionBy("topic", _KEY).orderBy(_POS)) - 1
+    single = df.where(~copies).withColumn(ORDINAL, F.lit(0))
+    many = df.where(copies).withColumn(ORDINAL, rank)
+    internal = (_POS, _HASH, _KEY, _FIRST_POS, _FIRST_HASH, _DIFFER)
+    return single.unionByName(many).drop(*internal)
 
 
 @dataclass(frozen=True)
@@ -96,6 +214,8 @@ class Target:
     url: str
     api_key: str | None
     settings: Settings
+    fmt: str = "parquet"  # the input's format, for the reason a line did not parse
+    fields: int = 0  # a CSV header's number of fields
 
 
 class Tally:
@@ -127,6 +247,21 @@ class Tally:
 
 
 RESULT_DDL = "kind string, reason string, count long, line string"
+Sent = tuple[dict[str, Any], int | None]  # a row on its way, and the deliver time it fixes
+
+
+def malformed(raw: str, fmt: str, fields: int) -> str:
+    """Why Spark could not parse the line ``raw`` of a ``fmt`` input (``fields`` in a CSV
+    header), in words."""
+    if fmt != "csv":
+        return f"not a valid {'JSON' if fmt == 'json' else fmt} line"
+    try:
+        (parsed,) = list(csv.reader([raw], strict=True))
+    except csv.Error as exc:
+        return f"malformed CSV: {exc}"
+    except ValueError:
+        return "malformed CSV: the line holds more than one record"
+    return f"malformed CSV: {len(parsed)} fields, the header has {fields}"
 
 
 class Loader:
@@ -140,22 +275,30 @@ class Loader:
         self.target = target
         self.tally = Tally()
         self.limit = target.settings.max_request_bytes - REQUEST_SLACK_BYTES
-        self._batches: dict[str, tuple[list[bytes], list[dict[str, Any]], list[int]]] = {}
+        self._batches: dict[str, tuple[list[bytes], list[Sent], list[int]]] = {}
         self._in_flight = in_flight
         self._pool = ThreadPoolExecutor(in_flight, thread_name_prefix="bulk-load-send")
         self._senders: queue.SimpleQueue[BatchSender] = queue.SimpleQueue()
         self._made: list[BatchSender] = []
-        self._sent: deque[tuple[Future[list[dict[str, Any]]], list[dict[str, Any]]]] = deque()
+        self._sent: deque[tuple[Future[list[dict[str, Any]]], list[Sent]]] = deque()
 
     def add(self, row: dict[str, Any], now_ms: int) -> None:
         ordinal = row.pop(ORDINAL, 0) or 0
-        if row.get("_corrupt_record") is not None:
-            self.tally.reject(row, "_corrupt_record", "not a valid JSON line")
+        conflict = row.pop(CONFLICT, None)
+        raw = row.pop(CORRUPT, None)
+        if raw is not None:
+            # What Spark parsed of a malformed line is not the row: the reject keeps the line.
+            reason = malformed(raw, self.target.fmt, self.target.fields)
+            self.tally.reject({CORRUPT: raw}, "row", reason)
             return
-        row.pop("_corrupt_record", None)
         result = to_message(row, now_ms, self.target.settings, ordinal)
-        if isinstance(result, Reject):
+        if isinstance(result, Reject):  # its own fault first: a bad id is not a conflict
             self.tally.reject(row, result.field, result.reason)
+            return
+        if conflict is not None:
+            self.tally.reject(
+                row, "msg_id", f"conflicts with row {conflict}: same msg_id, other content"
+            )
             return
         self._queue(result, row)
 
@@ -166,7 +309,9 @@ class Loader:
             self.flush(message.topic)
             items, rows, size = self._batches.setdefault(message.topic, ([], [], [0]))
         items.append(encoded)
-        rows.append(row)
+        # The deliver time a row fixes (not one relative to now): a stored message with
+        # this id and another time is not this row.
+        rows.append((row, message.item.get("deliver_at_ms")))
         size[0] += len(encoded) + 1
         if len(items) >= MAX_BATCH:
             self.flush(message.topic)
@@ -207,11 +352,18 @@ class Loader:
         finally:
             self._senders.put(sender)
 
-    def _settle(self, pending: Future[list[dict[str, Any]]], rows: list[dict[str, Any]]) -> None:
-        for result, row in zip(pending.result(), rows, strict=True):
+    def _settle(self, pending: Future[list[dict[str, Any]]], rows: list[Sent]) -> None:
+        for result, (row, due) in zip(pending.result(), rows, strict=True):
             status = result["status"]
             if status == 201:
                 self.tally.counts["loaded", None] += 1
+            elif status == 200 and due is not None and result.get("deliver_at_ms") != due:
+                stored = result.get("deliver_at_ms")
+                self.tally.reject(
+                    row,
+                    "msg_id",
+                    f"differs from the stored message: due at {stored}, this row at {due} (200)",
+                )
             elif status == 200:
                 self.tally.counts["already_present", None] += 1
             else:
@@ -252,6 +404,15 @@ def load_partition(target: Target, batches: Iterator[Any]) -> Iterator[Any]:
         loader.close()
 
 
+def spread(spark: Any, df: Any, rows: Any) -> Any:
+    """``rows`` in at least as many partitions as the cluster runs tasks at once: a file
+    under 128 MB is one partition, one task, one core, whatever the cluster has."""
+    parallelism = spark.sparkContext.defaultParallelism
+    if df.rdd.getNumPartitions() >= parallelism:
+        return rows
+    return rows.repartition(parallelism)
+
+
 def preflight(url: str, api_key: str | None) -> None:
     """Exit 2 now, not in every executor, if the service is unreachable or refuses the key:
     an empty batch is refused (422) only after the key was accepted."""
@@ -276,14 +437,34 @@ def run(argv: list[str]) -> int:
     p.add_argument("--rejects", required=True, help="directory for the rejected rows (JSON Lines)")
     p.add_argument("--topic", help="the topic for rows without a topic column/value")
     args = p.parse_args(argv)
-    cli.require_path(args.input)
+    cli.require_path(args.input, master=args.master)
+    if args.format == "parquet":
+        require_parquet(args.input, args.master)
     preflight(args.url, args.api_key)
     started = time.monotonic()
     spark = cli.session(args.master, "bulk_load")
-    target = Target(args.url, args.api_key, Settings())
-    with cli.progress(spark, "bulk_load"):
-        rows = prepare(read_input(spark, args.input, args.format), args.topic)
-        results = rows.mapInArrow(lambda it: load_partition(target, it), RESULT_DDL)
+    done = spark.sparkContext.accumulator(0)  # rows settled, by the tasks that ended
+    bad = spark.sparkContext.accumulator(0)
+
+    def figures() -> str:
+        seconds = time.monotonic() - started
+        return f"{done.value:,} rows, {done.value / seconds:,.0f} rows/s, {bad.value:,} rejected"
+
+    with cli.progress(spark, "bulk_load", figures):
+        df = read_input(spark, args.input, args.format)
+        fields = len([c for c in df.columns if c != CORRUPT])
+        target = Target(args.url, args.api_key, Settings(), args.format, fields)
+        rows = spread(spark, df, prepare(df, args.topic))
+
+        def load(batches: Iterator[Any]) -> Iterator[Any]:
+            for batch in load_partition(target, batches):
+                kinds = batch.column("kind").to_pylist()
+                n = batch.column("count").to_pylist()
+                done.add(sum(c for k, c in zip(kinds, n, strict=True) if k != "rejected"))
+                bad.add(kinds.count("rejected"))
+                yield batch
+
+        results = rows.mapInArrow(load, RESULT_DDL)
         results = results.persist()
         try:
             results.where("kind = 'rejected'").select("line").write.mode("overwrite").text(

@@ -6,13 +6,15 @@ Numbers are for people: 1.2M, 350 ms, 2.5 min; times are UTC and say so.
 from __future__ import annotations
 
 import html
+import io
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, NamedTuple
 
-# Lateness histogram bucket edges (ms): bucket i holds edges[i-1] <= lateness < edges[i].
+# Lateness histogram bucket edges (ms): bucket i holds edges[i-1] <= lateness < edges[i];
+# bucket 0 is 0 <= lateness < 1 ms and EARLY (-1) a delivery before its due time, a
+# broken promise that must not look like a perfect one.
 EDGES_MS = (
     1,
     2,
@@ -40,6 +42,8 @@ CHARTS = (
     ("throughput.png", "Throughput over time"),
     ("retries.png", "Retries and dead letters over time"),
 )
+EARLY = -1
+MINUTE_MS = 60_000
 BLUE, GREEN, GREY, ORANGE, RED = "#2563eb", "#16a34a", "#9ca3af", "#ea580c", "#dc2626"
 
 
@@ -64,8 +68,10 @@ def human_ms(ms: float | None) -> str:
 
 
 def bucket_label(i: int) -> str:
+    if i == EARLY:
+        return "early"
     if i == 0:
-        return f"< {human_ms(EDGES_MS[0])}"
+        return f"0–{human_ms(EDGES_MS[0])}"
     if i == len(EDGES_MS):
         return f"≥ {human_ms(EDGES_MS[-1])}"
     low, high = human_ms(EDGES_MS[i - 1]), human_ms(EDGES_MS[i])
@@ -74,11 +80,11 @@ def bucket_label(i: int) -> str:
 
 
 def bucket_expr(F: Any, lateness: Any) -> Any:
-    """The histogram bucket of ``lateness`` as a Spark expression (0 .. len(EDGES_MS))."""
+    """The histogram bucket of ``lateness`` as a Spark expression (EARLY, 0 .. len(EDGES_MS))."""
     total = F.lit(0)
     for edge in EDGES_MS:
         total = total + F.when(lateness >= edge, 1).otherwise(0)
-    return total
+    return F.when(lateness < 0, F.lit(EARLY)).otherwise(total)
 
 
 def span_text(from_ms: int | None, to_ms: int | None) -> str:
@@ -92,39 +98,43 @@ def span_text(from_ms: int | None, to_ms: int | None) -> str:
 
 
 def _style(ax: Any, title: str, subtitle: str, ylabel: str) -> None:
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     ax.set_title(subtitle, fontsize=9, color="#4b5563", loc="left")
     ax.figure.suptitle(title, x=0.065, ha="left", fontsize=13, fontweight="bold")
     ax.set_ylabel(ylabel)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no ticks at 0.2
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: human_count(v)))
     ax.spines[["top", "right"]].set_visible(False)
     ax.grid(axis="y", color="#e5e7eb")
     ax.set_axisbelow(True)
 
 
-def _lateness(path: Path, hist: list[tuple[int, int]], overall: dict[str, Any]) -> None:
+def _lateness(path: BinaryIO, hist: list[tuple[int, int]], overall: dict[str, Any]) -> None:
     import matplotlib.pyplot as plt
 
     counts = dict(hist)
     last = max(counts, default=0)
-    buckets = list(range(last + 1))
+    buckets = [EARLY, *range(last + 1)]  # early always shown: an empty bar says "none"
     fig, ax = plt.subplots(figsize=(9, 4.2))
     bars = ax.bar(
         [bucket_label(i) for i in buckets],
         [counts.get(i, 0) for i in buckets],
-        color=BLUE,
+        color=[RED if i == EARLY else BLUE for i in buckets],
         width=0.8,
     )
     ax.bar_label(
         bars,
-        labels=[human_count(counts[i]) if counts.get(i) else "" for i in buckets],
+        labels=[
+            human_count(counts.get(i, 0)) if counts.get(i) or i == EARLY else "" for i in buckets
+        ],
         fontsize=8,
         padding=2,
     )
     n = sum(counts.values())
     subtitle = (
-        f"delivered time − due time, {human_count(n)} messages due in the future when sent; "
+        f"delivered time − due time, {human_count(n)} messages due in the future when sent, "
+        f"{human_count(counts.get(EARLY, 0))} early; "
         f"p50 {human_ms(overall.get('lateness_p50_ms'))}, "
         f"p99 {human_ms(overall.get('lateness_p99_ms'))}, "
         f"max {human_ms(overall.get('lateness_max_ms'))}"
@@ -137,21 +147,38 @@ def _lateness(path: Path, hist: list[tuple[int, int]], overall: dict[str, Any]) 
     plt.close(fig)
 
 
+def partial_minutes(
+    first_ms: int, last_ms: int, start_ms: int | None, end_ms: int | None
+) -> set[int]:
+    """The minutes the report covers only in part: those the span [start, end) does not
+    cover whole. Without --from-ms/--to-ms the span is the first to the last event."""
+    start = first_ms if start_ms is None else start_ms
+    end = last_ms + 1 if end_ms is None else end_ms
+    first_minute, last_minute = start - start % MINUTE_MS, (end - 1) - (end - 1) % MINUTE_MS
+    return {m for m in (first_minute, last_minute) if m < start or m + MINUTE_MS > end}
+
+
 def _over_time(
-    path: Path,
+    path: BinaryIO,
     minutes: dict[int, dict[str, int]],
+    axis: Axis,
     series: list[tuple[str, str, str]],
     title: str,
     subtitle: str,
 ) -> None:
+    """One line per series, a point per minute; every over-time chart gets the same
+    x range and plot area (``axis``) so their minutes line up one above the other."""
     import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
-    xs = sorted(minutes)
-    when = [m / 86_400_000 for m in xs]  # matplotlib's date numbers: days since 1970, UTC
+    xs = list(range(axis.first, axis.last + MINUTE_MS, MINUTE_MS))
+    when = [_date(m) for m in xs]
     fig, ax = plt.subplots(figsize=(9, 4.2))
+    fig.subplots_adjust(left=0.08, right=0.70, top=0.84, bottom=0.14)
+    for m in sorted(axis.partial):
+        ax.axvspan(_date(m), _date(m + MINUTE_MS), color="#f3f4f6", zorder=0)
     for key, label, color in series:
-        ys = [minutes[m].get(key, 0) for m in xs]
+        ys = [minutes.get(m, {}).get(key, 0) for m in xs]
         ax.plot(
             when,
             ys,
@@ -161,20 +188,62 @@ def _over_time(
             markersize=4,
             linewidth=1.8,
         )
+        hollow = [(x, y) for m, x, y in zip(xs, when, ys, strict=True) if m in axis.partial]
+        if hollow:  # a partial minute's count is not a per-minute rate: drawn hollow
+            ax.plot(
+                *zip(*hollow, strict=True),
+                linestyle="none",
+                marker="o",
+                markersize=7,
+                markerfacecolor="white",
+                markeredgecolor=color,
+            )
+    if axis.partial:
+        ax.plot(
+            [],
+            [],
+            linestyle="none",
+            marker="s",
+            markersize=9,
+            color="#f3f4f6",
+            label="partial minute (hollow points)",
+        )
     _style(ax, title, subtitle, "messages per minute")
     ax.set_ylim(bottom=0)
+    ax.set_xlim(_date(axis.first), _date(axis.last + MINUTE_MS))
     locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
     ax.set_xlabel("time (UTC)")
     ax.legend(frameon=False, fontsize=9, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def render(out: Path, built: dict[str, Any], span: str) -> None:
-    """lateness.png, throughput.png, retries.png and report.html into ``out``."""
+def _axis(
+    minutes: dict[int, Any], overall: dict[str, Any], span: tuple[int | None, int | None]
+) -> Axis:
+    first_ms, last_ms = overall.get("first_ms"), overall.get("last_ms")
+    if not minutes or first_ms is None or last_ms is None:
+        return Axis(0, 0, set())
+    return Axis(min(minutes), max(minutes), partial_minutes(first_ms, last_ms, *span))
+
+
+class Axis(NamedTuple):
+    """The minutes every over-time chart spans, and those covered only in part."""
+
+    first: int
+    last: int
+    partial: set[int]
+
+
+def _date(ms: int) -> float:
+    return ms / 86_400_000  # matplotlib's date numbers: days since 1970, UTC
+
+
+def render(built: dict[str, Any], span: str) -> dict[str, bytes]:
+    """lateness.png, throughput.png, retries.png and report.html, by name (the job writes
+    them where --out says, through Spark's file system)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -183,10 +252,13 @@ def render(out: Path, built: dict[str, Any], span: str) -> None:
         for key in ("scheduled", "delivered", "acked", "retries", "dead", "redriven"):
             minutes[row["minute_ms"]][key] += row[key] or 0
     overall = built["overall"]
-    _lateness(out / "lateness.png", built["histogram"], overall)
+    files = {name: io.BytesIO() for name, _ in CHARTS}
+    _lateness(files["lateness.png"], built["histogram"], overall)
+    axis = _axis(minutes, overall, built.get("range", (None, None)))
     _over_time(
-        out / "throughput.png",
+        files["throughput.png"],
         minutes,
+        axis,
         [
             ("scheduled", "scheduled", GREY),
             ("delivered", "delivered", BLUE),
@@ -196,32 +268,26 @@ def render(out: Path, built: dict[str, Any], span: str) -> None:
         f"all topics, per minute; {span}",
     )
     _over_time(
-        out / "retries.png",
+        files["retries.png"],
         minutes,
+        axis,
         [
-            ("retries", "retries (receives after the first)", ORANGE),
+            ("retries", "retries", ORANGE),
             ("dead", "dead letters", RED),
             ("redriven", "redriven", GREEN),
         ],
         "Retries and dead letters over time",
-        f"all topics, per minute; {span}",
+        f"all topics, per minute (retries: receives after the first); {span}",
     )
-    (out / "report.html").write_text(_html(built, span))
+    pages = {name: f.getvalue() for name, f in files.items()}
+    return {**pages, "report.html": _html(built, span).encode()}
 
 
-_COLUMNS = (
-    ("topic", "topic", str),
-    ("scheduled", "scheduled", human_count),
-    ("delivered", "delivered", human_count),
-    ("cancelled", "cancelled", human_count),
-    ("lateness_p50_ms", "late p50", human_ms),
-    ("lateness_p99_ms", "late p99", human_ms),
-    ("lateness_max_ms", "late max", human_ms),
-    ("ack_p50_ms", "to ack p50", human_ms),
-    ("retries", "retries", human_count),
-    ("dead", "dead", human_count),
-    ("redriven", "redriven", human_count),
-)
+def _cell(column: str, value: Any) -> str:
+    """A by_topic value for people: durations (``*_ms``) as 350 ms / 1.5 s, counts as 1.2k."""
+    if column == "topic":
+        return str(value)
+    return human_ms(value) if column.endswith("_ms") else human_count(value)
 
 
 def _tile(label: str, value: str) -> str:
@@ -236,15 +302,16 @@ def _html(built: dict[str, Any], span: str) -> str:
         ("lateness p50", human_ms(o.get("lateness_p50_ms"))),
         ("lateness p99", human_ms(o.get("lateness_p99_ms"))),
         ("lateness max", human_ms(o.get("lateness_max_ms"))),
+        ("early", human_count(o.get("early"))),
         ("retries", human_count(o.get("retries"))),
         ("dead letters", human_count(o.get("dead"))),
     ]
-    head = "".join(f"<th>{html.escape(label)}</th>" for _, label, _ in _COLUMNS)
+    # The table has by_topic.csv's columns, in its order and under its names.
+    by_topic = built["tables"]["by_topic"]
+    head = "".join(f"<th>{html.escape(name)}</th>" for name in by_topic.column_names)
     body = "".join(
-        "<tr>"
-        + "".join(f"<td>{html.escape(fmt(row[key]))}</td>" for key, _, fmt in _COLUMNS)
-        + "</tr>"
-        for row in built["tables"]["by_topic"].to_pylist()
+        "<tr>" + "".join(f"<td>{html.escape(_cell(k, v))}</td>" for k, v in row.items()) + "</tr>"
+        for row in by_topic.to_pylist()
     )
     made = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return f"""<!doctype html>
@@ -253,6 +320,7 @@ def _html(built: dict[str, Any], span: str) -> str:
 body {{ font: 15px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 1000px;
        color: #111827; }}
 h1 {{ margin-bottom: .2rem; }} .span {{ color: #4b5563; margin-top: 0; }}
+.table {{ overflow-x: auto; }}
 .tiles {{ display: flex; flex-wrap: wrap; gap: .8rem; margin: 1.2rem 0; }}
 .tile {{ border: 1px solid #e5e7eb; border-radius: 8px; padding: .6rem 1rem; min-width: 7rem; }}
 .tile b {{ display: block; font-size: 1.4rem; }} .tile span {{ color: #4b5563; font-size: .85rem; }}
@@ -264,9 +332,9 @@ th:first-child, td:first-child {{ text-align: left; }}
 <h1>rocktimer delivery report</h1>
 <p class="span">{html.escape(span)} · made {made}</p>
 <div class="tiles">{"".join(_tile(k, v) for k, v in tiles)}</div>
-{"".join(f'<h2>{title}</h2><img src="{name}" alt="{title}">' for name, title in CHARTS)}
+{"".join(f'<img src="{name}" alt="{title}">' for name, title in CHARTS)}
 <h2>Per topic</h2>
-<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+<div class="table"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>
 <p>Lateness counts messages that were due in the future when sent. Tables:
 by_topic, by_minute, by_attempt (.csv and .parquet, next to this file).</p>
 </body></html>

@@ -24,6 +24,7 @@ EXTRA_MODULES = frozenset({"pyspark", "py4j", "pandas", "matplotlib"})
 GET_EXTRA = (
     "pip install -e '.[pipeline]' (make .venv/.test-stamp installs it too) and a Java 17 runtime"
 )
+LOOPBACK = "127.0.0.1"
 
 
 class JobError(Exception):
@@ -69,13 +70,22 @@ def fraction(text: str) -> float:
     return value
 
 
-def require_path(path: str, directory: bool = False) -> None:
-    """Exit 2 before Spark starts if a local ``path`` is not there (URLs are Spark's to read)."""
-    if "://" in path:
+def require_path(path: str, directory: bool = False, master: str = "local") -> None:
+    """Exit 2 before Spark starts if a local ``path`` is not there. A path with a scheme
+    (hdfs://, s3a://) or any path on a cluster (its default file system) is Spark's to
+    read: an error there is one line too (``main``)."""
+    if not is_local_path(path, master):
         return
-    found = os.path.isdir(path) if directory else os.path.exists(path)
+    local = path.removeprefix("file://")
+    found = os.path.isdir(local) if directory else os.path.exists(local)
     if not found:
         raise JobError(f"{path}: no such {'directory' if directory else 'file or directory'}")
+
+
+def is_local_path(path: str, master: str) -> bool:
+    """Whether ``path`` names this machine's disk: no scheme (or file:) under a local master."""
+    scheme = path.partition("://")[0] if "://" in path else ""
+    return master.startswith("local") and scheme in ("", "file")
 
 
 def _local_cores(master: str) -> int:
@@ -90,6 +100,13 @@ def session(master: str, app_name: str) -> Any:
 
     builder = SparkSession.builder
     if master.startswith("local"):
+        # Nothing on one machine needs the network: the driver, its block manager and the
+        # UI listen on loopback, not on the host's first interface (SPARK_LOCAL_IP is what
+        # the JVM and the UI read; the conf is what the driver advertises and binds).
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+        builder = builder.config("spark.driver.host", os.environ["SPARK_LOCAL_IP"]).config(
+            "spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"]
+        )
         # The executors' Python is ours (it has pipeline/ and app/); on a cluster it is the
         # nodes' own, configured there (spark.pyspark.python).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -108,9 +125,24 @@ def session(master: str, app_name: str) -> Any:
     return spark
 
 
+def write_file(spark: Any, path: str, data: bytes) -> None:
+    """``data`` as the file ``path`` through Hadoop's FileSystem (the one Spark reads and
+    writes with): the driver's disk only when ``path`` is local, created or replaced."""
+    jvm = spark.sparkContext._jvm
+    target = jvm.org.apache.hadoop.fs.Path(path)
+    fs = target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs.setWriteChecksum(False)  # no hidden .crc beside each file on a local disk
+    stream = fs.create(target, True)
+    try:
+        stream.write(bytearray(data))
+    finally:
+        stream.close()
+
+
 @contextmanager
-def progress(spark: Any, label: str) -> Iterator[None]:
-    """A progress line on stderr (``label: stage s, tasks a/b, 12 s``) while the body runs."""
+def progress(spark: Any, label: str, figures: Callable[[], str] | None = None) -> Iterator[None]:
+    """A progress line on stderr (``label: stage s a/b, 12 s``, with ``figures()`` after
+    the label when given) while the body runs."""
     stop = threading.Event()
     started = time.monotonic()
     tty = sys.stderr.isatty()
@@ -123,6 +155,8 @@ def progress(spark: Any, label: str) -> Iterator[None]:
                 info = tracker.getStageInfo(stage_id)
                 if info is not None:
                     parts.append(f"stage {stage_id} {info.numCompletedTasks}/{info.numTasks}")
+            if figures is not None:
+                parts.insert(0, figures())
             line = f"{label}: {', '.join(parts) or 'working'}, {time.monotonic() - started:.0f} s"
             sys.stderr.write(f"\r{line}\x1b[K" if tty else f"{line}\n")
             sys.stderr.flush()
@@ -165,6 +199,19 @@ def main(job: Callable[[list[str]], int], argv: list[str] | None = None) -> NoRe
     sys.exit(code)
 
 
+def first_line(exc: BaseException) -> str:
+    """One line for an error: a JVM error's root cause (Py4J's own first line only says
+    which call failed), else the first non-empty line (Spark's run to pages of stack)."""
+    cause = getattr(exc, "java_exception", None)
+    while cause is not None and cause.getCause() is not None:
+        cause = cause.getCause()
+    text = str(cause.getMessage() or cause.toString()) if cause is not None else str(exc)
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return type(exc).__name__
+
+
 def _spark_input_error(exc: Exception) -> str | None:
     """Spark's own errors for a missing path or column, as one line; None for anything else."""
     try:
@@ -173,5 +220,5 @@ def _spark_input_error(exc: Exception) -> str | None:
         return None
 
     if isinstance(exc, AnalysisException):
-        return str(exc).strip().splitlines()[0]
+        return first_line(exc)
     return None

@@ -8,6 +8,7 @@ from pipeline import cli
 from storage.events import COLUMNS as EVENT_COLUMNS
 from storage.events import EventKind
 
+# The kinds of event the service writes (pipeline.md §1).
 KINDS = tuple(kind.name.lower() for kind in EventKind)
 COLUMNS = tuple(name for name, _, _ in EVENT_COLUMNS)
 _SPARK_TYPES = {"int64": "long", "int32": "int", "string": "string"}
@@ -20,7 +21,7 @@ def read_events(spark: Any, path: str, from_ms: int | None = None, to_ms: int | 
     with ``from_ms <= event_time_ms < to_ms``; exit 2 if ``path`` is not there."""
     from pyspark.sql import functions as F
 
-    cli.require_path(path, directory=True)
+    cli.require_path(path, directory=True, master=spark.sparkContext.master)
     df = (
         spark.read.schema(EVENT_DDL)
         .option("recursiveFileLookup", True)

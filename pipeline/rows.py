@@ -62,7 +62,19 @@ def to_message(
     row: dict[str, Any], now_ms: int, settings: Settings, ordinal: int = 0
 ) -> Message | Reject:
     """Validate ``row`` as the service would at ``now_ms``; ``ordinal`` tells identical
-    rows without a msg_id apart (the k-th copy gets its own id)."""
+    rows without a msg_id apart (the k-th copy gets its own id).
+
+    No row can end the job: a value no check foresaw is a reject naming the error, so the
+    file's other rows still load and the summary still adds up."""
+    try:
+        return _to_message(row, now_ms, settings, ordinal)
+    except Exception as exc:
+        return Reject("row", f"could not be checked: {type(exc).__name__}: {exc}")
+
+
+def _to_message(
+    row: dict[str, Any], now_ms: int, settings: Settings, ordinal: int
+) -> Message | Reject:
     topic = _text(row.get("topic"))
     if topic is None:
         return Reject("topic", "missing")
@@ -142,16 +154,24 @@ def local_to_ms(text: str, timezone: str | None) -> int | Reject:
             return Reject("timezone", f"unknown time zone {timezone!r}")
         # fold=0: a gap moves later by its length, an overlap takes the first instant.
         when = when.replace(tzinfo=zone, fold=0)
-    return int(when.astimezone(UTC).timestamp() * 1000)
+    try:
+        return int(when.astimezone(UTC).timestamp() * 1000)
+    except (OverflowError, ValueError):
+        # Years 1 and 9999 in a zone off UTC fall outside what datetime can hold.
+        return Reject("deliver_at", f"{text!r} is outside the years 1-9999 in UTC")
 
 
 @functools.lru_cache(maxsize=ZONES_CACHED)
 def _zone(name: str) -> ZoneInfo | None:
     """The zone of an IANA name, None if unknown (ZoneInfo keeps only 8 zones and looks an
-    unknown name up on disk every time: a file's zones are few, its rows millions)."""
+    unknown name up on disk every time: a file's zones are few, its rows millions).
+
+    Unknown includes what tzdata has as a directory (``Europe``), a name the file system
+    refuses (too long, a NUL) and a file that is not a zone: ZoneInfo raises OSError or
+    ValueError for those, not ZoneInfoNotFoundError."""
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):
         return None
 
 

@@ -61,7 +61,8 @@ class EventKind(enum.IntEnum):
     EXPIRED = 8  # the invisibility ran out
     DEAD = 9
     REDRIVEN = 10
-    FILTERED = 11
+    # A message a filtered group skips is no event: the group reads its tag index and
+    # never visits it (pipeline.md).
 
 
 KIND_NAMES: Final = ["" for _ in range(max(EventKind) + 1)]

@@ -52,6 +52,15 @@ class Events:
         self.rows: list[dict[str, Any]] = []
 
     def add(self, kind: str, at: int, topic: str, msg_id: str, **fields: Any) -> Events:
+        """Like the service's, every event of a message carries its created_at_ms (that of
+        the message's latest ``scheduled`` event here, unless given)."""
+        if "created_at_ms" not in fields:
+            created = [
+                r["created_at_ms"]
+                for r in self.rows
+                if (r["kind"], r["topic"], r["msg_id"]) == ("scheduled", topic, msg_id)
+            ]
+            fields["created_at_ms"] = created[-1] if created else None
         self.rows.append(
             {
                 "seq": len(self.rows) + 1,

@@ -75,7 +75,7 @@ def test_rejects_are_exactly_the_invalid_rows_and_a_second_run_adds_nothing(
         {"body": "ok-2", "deliver_at_ms": soon},  # the same row twice: two messages
         {"body": "ok-3", "delay_level": 18, "properties": '{"a": "b"}', "tag": "email"},
         {"body": "ok-4", "deliver_at": "2027-03-14T09:00:00", "timezone": "America/New_York"},
-        {"msg_id": "ok-1", "body": "ok-1 again", "delay_ms": 5},  # already there
+        {"msg_id": "ok-1", "body": "ok-1", "delay_ms": HOUR_MS},  # a verbatim repeat
     ]
     invalid: dict[str, dict[str, Any]] = {  # body → the field it is rejected on
         "bad-msg-id": {"msg_id": "bad id"},
@@ -350,3 +350,216 @@ def test_a_task_has_two_batches_on_their_way_at_once() -> None:
         httpd.server_close()
     totals = [(r["kind"], r["count"]) for batch in out for r in batch.to_pylist()]
     assert totals == [("loaded", n)]
+
+
+def _lines(directory: Path) -> list[dict[str, Any]]:
+    return [
+        orjson.loads(line)
+        for f in sorted(directory.glob("part-*"))
+        for line in f.read_bytes().splitlines()
+    ]
+
+
+def _status(server: Server, topic: str, msg_id: str) -> int:
+    return httpx.get(f"{server.url}/v1/topics/{topic}/messages/{msg_id}").status_code
+
+
+@pytest.mark.slow
+def test_a_row_no_check_foresaw_is_a_reject_and_the_others_load(
+    spark: Any, service: Server, topic: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Zones that are tzdata directories and local times whose UTC instant falls outside
+    datetime's years end one row each, not the job."""
+    rows: list[dict[str, Any]] = [
+        {"msg_id": "ok-1", "body": "ok-1", "delay_ms": HOUR_MS},
+        {"msg_id": "dir", "body": "dir", "deliver_at": "2027-01-01T09:00", "timezone": "Europe"},
+        {
+            "msg_id": "cache",
+            "body": "cache",
+            "deliver_at": "2027-01-01T09:00",
+            "timezone": "__pycache__",
+        },
+        {
+            "msg_id": "year1",
+            "body": "year1",
+            "deliver_at": "0001-01-01T00:00",
+            "timezone": "Asia/Tokyo",
+        },
+        {
+            "msg_id": "year9999",
+            "body": "year9999",
+            "deliver_at": "9999-12-31T23:59:59",
+            "timezone": "America/New_York",
+        },
+        {"msg_id": "ok-2", "body": "ok-2", "delay_ms": HOUR_MS},
+    ]
+    path = _csv(tmp_path / "in.csv", [{"topic": topic, **row} for row in rows])
+
+    summary = _load(service, path, "csv", tmp_path / "rejects", capsys)
+
+    assert (summary["rows"], summary["loaded"], summary["rejected"]) == (6, 2, 4)
+    got = _rejects(tmp_path / "rejects")
+    assert got["dir"] == ("timezone", "unknown time zone 'Europe'")
+    assert got["cache"] == ("timezone", "unknown time zone '__pycache__'")
+    assert got["year1"] == ("deliver_at", "'0001-01-01T00:00' is outside the years 1-9999 in UTC")
+    assert got["year9999"][0] == "deliver_at"
+    assert _status(service, topic, "ok-1") == _status(service, topic, "ok-2") == 200
+
+
+@pytest.mark.slow
+def test_malformed_csv_lines_are_rejects_that_keep_the_line(
+    spark: Any, service: Server, topic: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "in.csv"
+    path.write_text(
+        "topic,msg_id,body,delay_ms\n"
+        f"{topic},good,fine,{HOUR_MS}\n"
+        f'{topic},open,"unclosed quote body,0\n'
+        f"{topic},extra,body,{HOUR_MS},surplus\n"
+        f"{topic},short,body\n"
+        f'{topic},quoted,"a, b",{HOUR_MS}\n'
+    )
+
+    summary = _load(service, path, "csv", tmp_path / "rejects", capsys)
+
+    assert (summary["rows"], summary["loaded"], summary["rejected"]) == (5, 2, 3)
+    lines = {line["_corrupt_record"]: line for line in _lines(tmp_path / "rejects")}
+    assert lines[f'{topic},open,"unclosed quote body,0'] == {
+        "_corrupt_record": f'{topic},open,"unclosed quote body,0',
+        "reject_field": "row",
+        "reject_reason": "malformed CSV: unexpected end of data",
+    }
+    assert lines[f"{topic},extra,body,{HOUR_MS},surplus"]["reject_reason"] == (
+        "malformed CSV: 5 fields, the header has 4"
+    )
+    assert (
+        lines[f"{topic},short,body"]["reject_reason"] == "malformed CSV: 3 fields, the header has 4"
+    )
+    for msg_id in ("open", "extra", "short"):
+        assert _status(service, topic, msg_id) == 404, msg_id
+    assert _status(service, topic, "quoted") == 200
+
+
+@pytest.mark.slow
+def test_one_msg_id_with_two_contents_is_a_reject_naming_the_first_row(
+    spark: Any, service: Server, topic: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [
+        {"msg_id": "other", "body": "x", "delay_ms": HOUR_MS},
+        {"msg_id": "twice", "body": "first", "delay_ms": HOUR_MS},
+        {"msg_id": "twice", "body": "second", "delay_ms": HOUR_MS},
+        {"msg_id": "twice", "body": "first", "delay_ms": HOUR_MS},  # a verbatim repeat
+    ]
+    path = _csv(tmp_path / "in.csv", [{"topic": topic, **row} for row in rows])
+
+    summary = _load(service, path, "csv", tmp_path / "rejects", capsys)
+
+    assert (summary["loaded"], summary["already_present"], summary["rejected"]) == (2, 1, 1)
+    assert _rejects(tmp_path / "rejects") == {
+        "second": ("msg_id", "conflicts with row 2: same msg_id, other content")
+    }
+
+
+@pytest.mark.slow
+def test_a_stored_msg_id_due_at_another_time_is_a_reject(
+    spark: Any, service: Server, topic: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    due = time.time_ns() // 1_000_000 + HOUR_MS
+    for msg_id in ("same", "moved"):
+        sent = httpx.post(
+            f"{service.url}/v1/topics/{topic}/messages",
+            json={"msg_id": msg_id, "body": msg_id, "deliver_at_ms": due},
+        )
+        assert sent.status_code == 201
+    rows = [
+        {"msg_id": "same", "body": "same", "deliver_at_ms": due},
+        {"msg_id": "moved", "body": "moved", "deliver_at_ms": due + 1_000},
+    ]
+    path = _csv(tmp_path / "in.csv", [{"topic": topic, **row} for row in rows])
+
+    summary = _load(service, path, "csv", tmp_path / "rejects", capsys)
+
+    assert (summary["loaded"], summary["already_present"], summary["rejected"]) == (0, 1, 1)
+    assert _rejects(tmp_path / "rejects") == {
+        "moved": (
+            "msg_id",
+            f"differs from the stored message: due at {due}, this row at {due + 1_000} (200)",
+        )
+    }
+
+
+def test_a_csv_named_parquet_is_a_one_line_error(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "rows.parquet", [{"topic": "t", "body": "x"}])
+    argv = ["--input", str(path), "--format", "parquet", "--rejects", str(tmp_path / "r")]
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.bulk_load", *argv, "--url", "http://127.0.0.1:9"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"error: {path}: not a Parquet file (give its --format)\n"
+
+
+def test_a_file_spark_cannot_read_as_parquet_is_a_job_error(spark: Any, tmp_path: Path) -> None:
+    """Past the local check (a path on a cluster's file system): Spark's own error, as one
+    line."""
+    path = _csv(tmp_path / "rows.parquet", [{"topic": "t", "body": "x"}])
+    with pytest.raises(cli.JobError, match=r"is not a Parquet file") as caught:
+        bulk_load.spark_read(spark, str(path), "parquet")
+    assert "\n" not in str(caught.value)
+
+
+def test_local_spark_listens_on_loopback_only(spark: Any) -> None:
+    """The driver, its block manager and the UI: no socket of the JVM on another address."""
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = fd.readlink().name
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    listening = []
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
+                listening.append(fields[1].split(":")[0])
+    loopback = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
+    assert listening
+    assert set(listening) <= loopback
+    assert spark.conf.get("spark.driver.host") == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("text", "zone", "field"),
+    [
+        ("2027-03-14T02:30:00", "Europe", "timezone"),
+        ("2027-03-14T02:30:00", "America", "timezone"),
+        ("2027-03-14T02:30:00", "a" * 300, "timezone"),
+        ("0001-01-01T00:00", "Asia/Tokyo", "deliver_at"),
+        ("9999-12-31T23:59:59", "America/New_York", "deliver_at"),
+    ],
+)
+def test_local_to_ms_rejects_what_datetime_and_tzdata_refuse(
+    text: str, zone: str, field: str
+) -> None:
+    got = local_to_ms(text, zone)
+    assert isinstance(got, Reject)
+    assert got.field == field
+
+
+def test_paths_off_this_machine_are_sparks_to_check() -> None:
+    """hdfs://, s3a:// and, on a cluster, a path without a scheme (the cluster's default
+    file system) pass the argument check; a local path that is not there does not."""
+    cli.require_path("hdfs://namenode/rows", directory=True)
+    cli.require_path("s3a://bucket/rows")
+    cli.require_path("/data/rows", master="spark://head:7077")
+    cli.require_path("/data/rows", master="yarn")
+    with pytest.raises(cli.JobError, match="no such file"):
+        cli.require_path("/no/such/rows", master="local[2]")
+    with pytest.raises(cli.JobError, match="no such directory"):
+        cli.require_path("file:///no/such/events", directory=True)

@@ -74,3 +74,50 @@ def _run(server: Server, topic: str, tmp_path: Path, capsys: pytest.CaptureFixtu
     code = audit.run(["--events", str(events), "--input", str(path), "--format", "json"])
     lines = capsys.readouterr().out.strip().splitlines()
     assert (code, last_json(lines[-1])) == (0, {"messages": 25, "findings": 0, "by_kind": {}})
+
+
+@pytest.mark.slow
+def test_a_msg_id_reused_after_retention_is_a_new_message_not_a_duplicate(
+    spark: Any, topic: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With 1 s retention, a delivered message is swept and its msg_id is free again: a
+    second load of the same file creates the messages anew (bulk_load says so: loaded, not
+    already present), and audit sees two messages per id, each delivered once."""
+    env = {
+        "ROCKTIMER_EVENTS_SEAL_MS": SEAL_MS,
+        "ROCKTIMER_RETENTION_MS": "1000",
+        "ROCKTIMER_SWEEP_INTERVAL_MS": "100",
+    }
+    ids = [f"again-{i}" for i in range(3)]
+    path = tmp_path / "in.json"
+    path.write_bytes(
+        b"\n".join(orjson.dumps({"topic": topic, "msg_id": i, "body": i}) for i in ids)
+    )
+    with Server(tmp_path / "data", env=env) as server:
+        for run in (1, 2):
+            argv = [
+                "--input",
+                str(path),
+                "--format",
+                "json",
+                "--rejects",
+                str(tmp_path / f"r{run}"),
+            ]
+            assert bulk_load.run([*argv, "--url", server.url]) == 0
+            loaded = last_json(capsys.readouterr().out)
+            assert (loaded["loaded"], loaded["already_present"]) == (3, 0), run
+            deadline = time.monotonic() + EXPORT_TIMEOUT_S
+            while time.monotonic() < deadline and any(
+                httpx.get(f"{server.url}/v1/topics/{topic}/messages/{i}").status_code != 404
+                for i in ids
+            ):
+                time.sleep(0.2)  # delivered at once, then swept by retention
+        events = tmp_path / "data" / "events"
+        deadline = time.monotonic() + EXPORT_TIMEOUT_S
+        while _sealed(events).get("delivered", 0) < 6 and time.monotonic() < deadline:
+            time.sleep(0.2)
+    assert _sealed(events)["delivered"] == 6
+
+    code = audit.run(["--events", str(events)])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert (code, last_json(lines[-1])) == (0, {"messages": 6, "findings": 0, "by_kind": {}})

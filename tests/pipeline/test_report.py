@@ -132,7 +132,70 @@ def test_human_count(n: int | None, text: str) -> None:
 
 def test_bucket_labels_cover_the_edges() -> None:
     labels = [charts.bucket_label(i) for i in range(len(charts.EDGES_MS) + 1)]
-    assert labels[0] == "< 1 ms"
+    assert labels[0] == "0–1 ms"
     assert labels[1] == "1–2 ms"
     assert labels[-1] == "≥ 1 h"
     assert len(set(labels)) == len(labels)
+
+
+@pytest.mark.slow
+def test_the_report_shows_what_the_log_has(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Early deliveries in their own bucket and column, no column for a kind the service
+    never writes, each chart's title once, the table with by_topic.csv's columns."""
+    log = clean_log()
+    log.message("a", "early", 7_000, 100_000).delivered("a", "early", 90_000, 7_000, 100_000)
+    events = write_events(tmp_path / "events", log.rows)
+    out = tmp_path / "report"
+
+    assert report.run(["--events", str(events), "--out", str(out)]) == 0
+
+    by_topic = pq.read_table(out / "by_topic.parquet")
+    assert "filtered" not in by_topic.column_names
+    assert _by(by_topic, "topic")["a",]["early"] == 1
+    built = report.build(spark, str(events), None, None)
+    assert dict(built["histogram"])[charts.EARLY] == 1
+    assert charts.bucket_label(charts.EARLY) == "early"
+    page = (out / "report.html").read_text()
+    for _, title in charts.CHARTS:
+        assert page.count(title) == 1, title  # the PNG's own title; the alt text
+    header = page.split("<thead><tr>", 1)[1].split("</tr>", 1)[0]
+    columns = pacsv.read_csv(out / "by_topic.csv").column_names
+    assert header == "".join(f"<th>{name}</th>" for name in columns)
+    assert {"rescheduled", "received", "acked", "lateness_p95_ms"} <= set(columns)
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "start", "end", "partial"),
+    [
+        (61_000, 179_000, None, None, {60_000, 120_000}),  # the log starts and ends mid-minute
+        (60_000, 179_999, None, None, set()),  # whole minutes
+        (61_000, 179_000, 60_000, 180_000, set()),  # the range asked for covers them whole
+        (61_000, 179_000, 60_000, 150_000, {120_000}),
+    ],
+)
+def test_partial_minutes(
+    first: int, last: int, start: int | None, end: int | None, partial: set[int]
+) -> None:
+    assert charts.partial_minutes(first, last, start, end) == partial
+
+
+@pytest.mark.slow
+def test_report_writes_through_sparks_file_system(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--out as a URI (hdfs://, s3a://, here file://) is written by Hadoop's FileSystem,
+    not taken for a local directory named 'file:'."""
+    events = write_events(tmp_path / "events", clean_log().rows)
+    out = tmp_path / "report"
+
+    assert report.run(["--events", f"file://{events}", "--out", f"file://{out}"]) == 0
+
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"{t}.{s}" for t in ("by_attempt", "by_minute", "by_topic") for s in ("csv", "parquet")]
+        + [name for name, _ in charts.CHARTS]
+        + ["report.html"]
+    )
+    assert pq.read_table(out / "by_topic.parquet").num_rows == 2
+    assert (out / "lateness.png").read_bytes().startswith(b"\x89PNG")

@@ -10,9 +10,9 @@ the new encoded record, so ``deliver_at_ms`` is the new due time)::
 
     events.emit(txn, EventKind.RESCHEDULED, encoded_record)
 
-and a tag filter that skips a message for a group::
+and an op on a group's message names the group::
 
-    events.emit(txn, EventKind.FILTERED, log_value, topic=topic, group=group)
+    events.emit(txn, EventKind.ACKED, log_value, topic=topic, group=group)
 """
 
 from __future__ import annotations
