@@ -188,6 +188,22 @@ def test_catch_up_walks_a_bounded_window() -> None:
     )
 
 
+def _stored_then_due(engine: Engine, clock: FakeClock, s: Schedule, due: int) -> None:
+    """``s`` written straight into the store with its timer at ``due`` (as an older build,
+    or damage, left it), the engine started, a message sent for just after, and the clock
+    set past both."""
+    engine.store.write(
+        [
+            Put(CF.META, keys.schedule_key("t", "s"), schedule.encode(s)),
+            Put(CF.TIMERS, schedule.timer_key(due, "t", "s"), b""),
+        ],
+        sync=True,
+    )
+    engine.start()
+    run(engine.send(record("t", "after", due + 10)))
+    clock.set(due + 10)
+
+
 @pytest.mark.parametrize(
     ("stored", "why"),
     [
@@ -215,16 +231,7 @@ def test_a_stored_schedule_that_cannot_fire_again_stops_alone(
     due = clock.now_ms() + 1_000
     engine = make_engine()
     s = stored._replace(next_fire_at_ms=due)
-    engine.store.write(
-        [
-            Put(CF.META, keys.schedule_key("t", "s"), schedule.encode(s)),
-            Put(CF.TIMERS, schedule.timer_key(due, "t", "s"), b""),
-        ],
-        sync=True,
-    )
-    engine.start()
-    run(engine.send(record("t", "after", due + 10)))
-    clock.set(due + 10)
+    _stored_then_due(engine, clock, s, due)
     wait_until(lambda: len(fired(engine)) == 2, what="the fire and the message after it")
     assert [r.msg_id for r in fired(engine)] == [f"s:{due}", "after"]
     now = schedules.get(engine.store, "t", "s")
@@ -243,16 +250,7 @@ def test_a_stored_body_that_is_not_base64_stops_its_schedule(
     due = clock.now_ms() + 1_000
     engine = make_engine()
     s = spec(every_ms=MINUTE)._replace(body="a", body_encoding="base64", next_fire_at_ms=due)
-    engine.store.write(
-        [
-            Put(CF.META, keys.schedule_key("t", "s"), schedule.encode(s)),
-            Put(CF.TIMERS, schedule.timer_key(due, "t", "s"), b""),
-        ],
-        sync=True,
-    )
-    engine.start()
-    run(engine.send(record("t", "after", due + 10)))
-    clock.set(due + 10)
+    _stored_then_due(engine, clock, s, due)
     wait_until(lambda: len(fired(engine)) == 1, what="the message after the schedule")
     assert [r.msg_id for r in fired(engine)] == ["after"]
     assert schedules.get(engine.store, "t", "s").next_fire_at_ms is None
