@@ -397,6 +397,18 @@ class Health(_Reply):
     due_backlog_oldest_ms: int | None = None
 
 
+class Limits(_Reply):
+    """What the service accepts, for clients that size their requests (the bulk loader):
+    its settings, not the client's."""
+
+    max_request_bytes: int  # one request's body
+    max_batch: int  # items of one batch request
+    max_body_bytes: int  # one message's body, decoded
+    max_properties: int
+    max_delay_ms: int  # a deliver time at most this far from now
+    partitions: int  # the data dir's partitions: a topic's is crc32(name) % partitions
+
+
 REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     SendMessage,
     SendBatch,

@@ -14,7 +14,7 @@ import os
 import queue
 import time
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +37,12 @@ _HASH, _KEY, _POS = "__rt_hash", "__rt_key", "__rt_pos"
 _FIRST_POS, _FIRST_HASH, _DIFFER = "__rt_first_pos", "__rt_first_hash", "__rt_differ"
 REQUEST_SLACK_BYTES = 64 * 1024  # under the service's request limit, for the envelope
 KINDS = ("loaded", "already_present", "rejected")
-IN_FLIGHT = 2  # batches a task has on their way at once (one connection each)
+IN_FLIGHT = 4  # batches a task has on their way at once (one connection each)
+# Tasks per slot (core) of the cluster: rows settle (and the progress line moves) as each
+# task ends, and a slow task holds up a fraction of the load, not half of it.
+TASKS_PER_SLOT = 4
+LAID_OUT_TOPICS = 100_000  # up to this many topics are laid out over the tasks by size
+LIMITS_PATH = "/v1/limits"
 
 
 def read_input(spark: Any, path: str, fmt: str) -> Any:
@@ -126,9 +131,7 @@ def prepare(df: Any, topic: str | None) -> Any:
         raise cli.JobError("missing column body")
     if "topic" not in df.columns and topic is None:
         raise cli.JobError("missing column topic (or give --topic)")
-    if topic is not None:
-        present = F.col("topic").cast("string") if "topic" in df.columns else F.lit(None)
-        df = df.withColumn("topic", F.coalesce(present, F.lit(topic)))
+    df = with_topic(df, topic)
     keep = (T.StringType, T.IntegralType, T.FractionalType, T.BooleanType)
     for field in df.schema.fields:
         if isinstance(field.dataType, T.MapType | T.StructType | T.ArrayType):
@@ -137,6 +140,16 @@ def prepare(df: Any, topic: str | None) -> Any:
             df = df.withColumn(field.name, F.col(field.name).cast("string"))
     content = [c for c in df.columns if c != CORRUPT]
     return _number_copies(F, df, content)
+
+
+def with_topic(df: Any, topic: str | None) -> Any:
+    """``df`` with ``topic`` where a row has none (``--topic``)."""
+    from pyspark.sql import functions as F
+
+    if topic is None:
+        return df
+    present = F.col("topic").cast("string") if "topic" in df.columns else F.lit(None)
+    return df.withColumn("topic", F.coalesce(present, F.lit(topic)))
 
 
 def _number_copies(F: Any, df: Any, content: list[str]) -> Any:
@@ -213,40 +226,56 @@ class Target:
 
     url: str
     api_key: str | None
-    settings: Settings
+    settings: Settings  # with the service's limits (``service_limits``)
     fmt: str = "parquet"  # the input's format, for the reason a line did not parse
     fields: int = 0  # a CSV header's number of fields
+    max_batch: int = MAX_BATCH  # items of one request, as the service says
+    columns: tuple[str, ...] = ()  # the input's columns, as rejects carry them
 
 
 class Tally:
-    """What one task did: counts per (kind, reason) and one JSON line per reject."""
+    """What one task did: counts per (kind, reason) and each rejected row (its own columns
+    with ``reject_field`` and ``reject_reason``)."""
 
     def __init__(self) -> None:
         self.counts: Counter[tuple[str, str | None]] = Counter()
-        self.lines: list[str] = []
+        self.rejects: list[dict[str, Any]] = []
 
     def reject(self, row: dict[str, Any], field: str, reason: str) -> None:
         self.counts["rejected", f"{field}: {reason}"] += 1
-        line = {**row, "reject_field": field, "reject_reason": reason}
-        self.lines.append(orjson.dumps(line, default=str).decode())
+        self.rejects.append({**row, REJECT_FIELD: field, REJECT_REASON: reason})
 
-    def drain(self) -> dict[str, list[Any]]:
-        """The rows of RESULT_SCHEMA so far (and forget them)."""
-        # loaded/already_present counts; a row per reject (its line); a row per reason
-        rows: list[tuple[str, str | None, int, str | None]] = [
-            (kind if kind != "rejected" else "reason", reason, n, None)
+    def drain(self) -> list[dict[str, Any]]:
+        """The rows of the result schema so far (and forget them): a row per count of
+        loaded/already_present, a row per reason and a row per reject."""
+        rows: list[dict[str, Any]] = [
+            {"kind": kind if kind != "rejected" else "reason", "reason": reason, "count": n}
             for (kind, reason), n in self.counts.items()
         ]
-        rows += [("rejected", None, 1, line) for line in self.lines]
+        rows += [{"kind": "rejected", "count": 1, **row} for row in self.rejects]
         self.counts.clear()
-        self.lines = []
-        kinds, reasons, counts, lines = (
-            (list(column) for column in zip(*rows, strict=True)) if rows else ([], [], [], [])
-        )
-        return {"kind": kinds, "reason": reasons, "count": counts, "line": lines}
+        self.rejects = []
+        return rows
 
 
-RESULT_DDL = "kind string, reason string, count long, line string"
+REJECT_FIELD, REJECT_REASON = "reject_field", "reject_reason"
+RESULT_DDL = "kind string, reason string, count long"
+
+
+def result_schema(rows: Any) -> Any:
+    """The Spark schema of what the tasks yield: the counts, and each reject as the input's
+    own columns (written with ``DataFrame.write.json``)."""
+    from pyspark.sql import types as T
+
+    counts = T._parse_datatype_string(RESULT_DDL)
+    own = [f for f in rows.schema.fields if f.name not in (ORDINAL, CONFLICT)]
+    texts = [
+        T.StructField(REJECT_FIELD, T.StringType()),
+        T.StructField(REJECT_REASON, T.StringType()),
+    ]
+    return T.StructType([*counts.fields, *own, *texts])
+
+
 Sent = tuple[dict[str, Any], int | None]  # a row on its way, and the deliver time it fixes
 
 
@@ -282,6 +311,13 @@ class Loader:
         self._made: list[BatchSender] = []
         self._sent: deque[tuple[Future[list[dict[str, Any]]], list[Sent]]] = deque()
 
+    def add_batch(self, batch: Any, now_ms: int) -> None:
+        """Every row of an Arrow batch (column by column to Python: a dict per row only
+        for the row's own checks)."""
+        names = batch.schema.names
+        for values in zip(*(column.to_pylist() for column in batch.columns), strict=True):
+            self.add(dict(zip(names, values, strict=True)), now_ms)
+
     def add(self, row: dict[str, Any], now_ms: int) -> None:
         ordinal = row.pop(ORDINAL, 0) or 0
         conflict = row.pop(CONFLICT, None)
@@ -313,7 +349,7 @@ class Loader:
         # this id and another time is not this row.
         rows.append((row, message.item.get("deliver_at_ms")))
         size[0] += len(encoded) + 1
-        if len(items) >= MAX_BATCH:
+        if len(items) >= self.target.max_batch:
             self.flush(message.topic)
 
     def flush(self, topic: str | None = None) -> None:
@@ -379,55 +415,154 @@ def _split(error: str) -> tuple[str, str]:
     return "msg_id", error
 
 
-def load_partition(target: Target, batches: Iterator[Any]) -> Iterator[Any]:
-    """mapInArrow body: Arrow batches of input rows in, Arrow batches of RESULT rows out."""
+def load_partition(target: Target, batches: Iterator[Any], schema: Any = None) -> Iterator[Any]:
+    """mapInArrow body: Arrow batches of input rows in, Arrow batches of result rows out
+    (``schema``: the Arrow form of ``result_schema``; by default the counts and the reject
+    columns only, for a caller that reads them itself)."""
     import pyarrow as pa
 
-    schema = pa.schema(
-        [
-            ("kind", pa.string()),
-            ("reason", pa.string()),
-            ("count", pa.int64()),
-            ("line", pa.string()),
-        ]
-    )
     loader = Loader(target)
     try:
         for batch in batches:
+            if schema is None:
+                schema = _default_result(batch.schema)
             now_ms = time.time_ns() // 1_000_000
-            for row in batch.to_pylist():
-                loader.add(row, now_ms)
-            yield pa.RecordBatch.from_pydict(loader.tally.drain(), schema=schema)
+            loader.add_batch(batch, now_ms)
+            yield pa.RecordBatch.from_pylist(loader.tally.drain(), schema=schema)
         loader.finish()
-        yield pa.RecordBatch.from_pydict(loader.tally.drain(), schema=schema)
+        if schema is not None:
+            yield pa.RecordBatch.from_pylist(loader.tally.drain(), schema=schema)
     finally:
         loader.close()
 
 
-def spread(spark: Any, df: Any, rows: Any) -> Any:
-    """``rows`` in at least as many partitions as the cluster runs tasks at once: a file
-    under 128 MB is one partition, one task, one core, whatever the cluster has."""
-    parallelism = spark.sparkContext.defaultParallelism
-    if df.rdd.getNumPartitions() >= parallelism:
-        return rows
-    return rows.repartition(parallelism)
+def _default_result(input_schema: Any) -> Any:
+    import pyarrow as pa
+
+    own = [f for f in input_schema if f.name not in (ORDINAL, CONFLICT)]
+    counts = [("kind", pa.string()), ("reason", pa.string()), ("count", pa.int64())]
+    texts = [(REJECT_FIELD, pa.string()), (REJECT_REASON, pa.string())]
+    return pa.schema([*counts, *own, *texts])
 
 
-def preflight(url: str, api_key: str | None) -> None:
-    """Exit 2 now, not in every executor, if the service is unreachable or refuses the key:
-    an empty batch is refused (422) only after the key was accepted."""
+def spread(spark: Any, rows: Any, topics: Any, partitions: int) -> Any:
+    """``rows`` in ``TASKS_PER_SLOT`` tasks per slot of the cluster, laid out so the rows of
+    one topic go together and each task has about as many rows as the next.
+
+    The topics, in the order of the service's partition (``crc32(topic) % partitions``,
+    app/cluster/layout.py) and name, are laid end to end by their row counts and cut into
+    equal lengths: a small topic lands whole in one task, a large one in consecutive
+    tasks, and a task's topics are those of one partition of the service. A row's place
+    within its topic is a hash of its content (the same in a retried task).
+
+    The tasks are exact: Spark's hash partitioning sends the key v to the task
+    ``pmod(hash(v), tasks)``, so each task's key is a v found to hash to it.
+
+    ``topics``: the input's topic column (counted, a cheap scan of one column), ``rows``
+    the prepared rows."""
+    from pyspark.sql import functions as F
+
+    tasks = spark.sparkContext.defaultParallelism * TASKS_PER_SLOT
+    part = F.pmod(F.crc32(F.col("topic").cast("binary")), F.lit(partitions))
+    counts = topics.groupBy(part.alias("_part"), "topic").count()
+    laid = counts.orderBy("_part", "topic").limit(LAID_OUT_TOPICS + 1).collect()
+    if len(laid) > LAID_OUT_TOPICS:  # too many to lay out: one partition's topics together
+        return rows.repartition(tasks, F.coalesce(part, F.lit(0)), "topic")
+    total = sum(r["count"] for r in laid) or 1
+    start, layout = 0, []
+    for r in laid:
+        layout.append((r["topic"], start, r["count"]))
+        start += r["count"]
+    table = spark.createDataFrame(layout, "_topic string, _start long, _n long")
+    place = F.col("_start") + F.pmod(F.xxhash64(*rows.columns), F.col("_n"))
+    task = (place * tasks / total).cast("long")
+    key = F.element_at(F.array(*[F.lit(v) for v in task_keys(tasks)]), task.cast("int") + 1)
+    return (
+        rows.join(F.broadcast(table), rows["topic"].eqNullSafe(table["_topic"]), "left")
+        .withColumn("_task", key)
+        .repartition(tasks, "_task")
+        .drop("_topic", "_start", "_n", "_task")
+    )
+
+
+def task_keys(tasks: int) -> list[int]:
+    """For each task j, a long v with ``pmod(hash(v), tasks) == j``: Spark's ``hash``, the
+    one its repartition sends a row by."""
+    found: dict[int, int] = {}
+    v = 0
+    while len(found) < tasks:
+        found.setdefault(spark_hash_long(v) % tasks, v)
+        v += 1
+    return [found[j] for j in range(tasks)]
+
+
+SPARK_HASH_SEED = 42  # Spark's Murmur3Hash (the ``hash`` function, hash partitioning)
+_M32 = 0xFFFF_FFFF
+
+
+def spark_hash_long(value: int) -> int:
+    """Spark's ``hash`` of a bigint: Murmur3 x86_32 of its two halves, seed 42 (a signed int)."""
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & _M32
+
+    h = SPARK_HASH_SEED
+    for half in (value & _M32, (value >> 32) & _M32):
+        k = rotl((half * 0xCC9E2D51) & _M32, 15) * 0x1B873593 & _M32
+        h = (rotl(h ^ k, 13) * 5 + 0xE6546B64) & _M32
+    h ^= 8
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & _M32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & _M32
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x8000_0000 else h
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the service accepts (``GET /v1/limits``), for the checks and the batches."""
+
+    settings: Settings
+    max_batch: int
+    partitions: int
+
+
+def preflight(url: str, api_key: str | None) -> Limits:
+    """The service's limits; exit 2 now, not in every executor, if the service is
+    unreachable or refuses the key (an empty batch is refused, 422, only after the key was
+    accepted)."""
     sender = BatchSender(url, api_key)
-    parts = urlsplit(url)
+    prefix = urlsplit(url).path.rstrip("/")
     try:
         status, _, _data = sender._post(
-            f"{parts.path.rstrip('/')}/v1/topics/preflight/messages/batch", b'{"messages":[]}'
+            f"{prefix}/v1/topics/preflight/messages/batch", b'{"messages":[]}'
         )
+        if status in (401, 403):
+            raise cli.JobError(f"the service at {url} refused the API key ({status})")
+        status, _, data = sender._get(f"{prefix}{LIMITS_PATH}")
     except (OSError, http.client.HTTPException) as exc:
         raise cli.JobError(f"cannot reach the service at {url}: {exc}") from None
     finally:
         sender.close()
-    if status in (401, 403):
-        raise cli.JobError(f"the service at {url} refused the API key ({status})")
+    try:
+        if status != 200:
+            raise ValueError(f"HTTP {status}")
+        said = orjson.loads(data)
+        settings = Settings(
+            max_request_bytes=said["max_request_bytes"],
+            max_body_bytes=said["max_body_bytes"],
+            max_properties=said["max_properties"],
+            max_delay_ms=said["max_delay_ms"],
+        )
+        limits = Limits(settings, int(said["max_batch"]), int(said["partitions"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise cli.JobError(
+            f"the service at {url} did not say its limits ({LIMITS_PATH}: {exc})"
+        ) from None
+    if limits.max_batch < 1 or limits.partitions < 1:
+        raise cli.JobError(f"the service at {url} said limits it cannot mean: {said}")
+    return limits
 
 
 def run(argv: list[str]) -> int:
@@ -440,7 +575,7 @@ def run(argv: list[str]) -> int:
     cli.require_path(args.input, master=args.master)
     if args.format == "parquet":
         require_parquet(args.input, args.master)
-    preflight(args.url, args.api_key)
+    limits = preflight(args.url, args.api_key)
     started = time.monotonic()
     spark = cli.session(args.master, "bulk_load")
     done = spark.sparkContext.accumulator(0)  # rows settled, by the tasks that ended
@@ -451,35 +586,7 @@ def run(argv: list[str]) -> int:
         return f"{done.value:,} rows, {done.value / seconds:,.0f} rows/s, {bad.value:,} rejected"
 
     with cli.progress(spark, "bulk_load", figures):
-        df = read_input(spark, args.input, args.format)
-        fields = len([c for c in df.columns if c != CORRUPT])
-        target = Target(args.url, args.api_key, Settings(), args.format, fields)
-        rows = spread(spark, df, prepare(df, args.topic))
-
-        def load(batches: Iterator[Any]) -> Iterator[Any]:
-            for batch in load_partition(target, batches):
-                kinds = batch.column("kind").to_pylist()
-                n = batch.column("count").to_pylist()
-                done.add(sum(c for k, c in zip(kinds, n, strict=True) if k != "rejected"))
-                bad.add(kinds.count("rejected"))
-                yield batch
-
-        results = rows.mapInArrow(load, RESULT_DDL)
-        results = results.persist()
-        try:
-            results.where("kind = 'rejected'").select("line").write.mode("overwrite").text(
-                args.rejects
-            )
-            totals = (
-                results.where("kind != 'rejected'").groupBy("kind", "reason").sum("count").collect()
-            )
-        except Exception as exc:
-            refused = _refusal(exc)
-            if refused is None:
-                raise
-            raise cli.JobError(refused) from None
-        finally:
-            results.unpersist()
+        totals = load_all(spark, args, limits, lambda n, rejected: (done.add(n), bad.add(rejected)))
     counts = dict.fromkeys(KINDS, 0)
     by_reason: dict[str, int] = {}
     for kind, reason, n in totals:
@@ -500,6 +607,51 @@ def run(argv: list[str]) -> int:
         }
     )
     return cli.EXIT_OK
+
+
+def load_all(
+    spark: Any, args: Any, limits: Limits, settled: Callable[[int, int], object]
+) -> list[Any]:
+    """Load the input, write the rejects; the (kind, reason, count) totals. ``settled(rows,
+    rejected)`` is called in the tasks (an accumulator's add) as their rows settle."""
+    from pyspark.sql import functions as F
+
+    df = read_input(spark, args.input, args.format)
+    fields = len([c for c in df.columns if c != CORRUPT])
+    prepared = prepare(df, args.topic)
+    target = Target(args.url, args.api_key, limits.settings, args.format, fields, limits.max_batch)
+    topics = with_topic(df, args.topic).select(F.col("topic").cast("string"))
+    rows = spread(spark, prepared, topics, limits.partitions)
+    schema = result_schema(prepared)
+    own = [f.name for f in schema.fields[3:]]
+
+    def load(batches: Iterator[Any]) -> Iterator[Any]:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        for batch in load_partition(target, batches, to_arrow_schema(schema)):
+            kinds = batch.column("kind").to_pylist()
+            n = batch.column("count").to_pylist()
+            settled(
+                sum(c for k, c in zip(kinds, n, strict=True) if k != "rejected"),
+                kinds.count("rejected"),
+            )
+            yield batch
+
+    results = rows.mapInArrow(load, schema).persist()
+    try:
+        rejects = results.where("kind = 'rejected'").select(*own)
+        rejects.write.mode("overwrite").option("ignoreNullFields", False).json(args.rejects)
+        totals: list[Any] = (
+            results.where("kind != 'rejected'").groupBy("kind", "reason").sum("count").collect()
+        )
+    except Exception as exc:
+        refused = _refusal(exc)
+        if refused is None:
+            raise
+        raise cli.JobError(refused) from None
+    finally:
+        results.unpersist()
+    return totals
 
 
 def _refusal(exc: Exception) -> str | None:

@@ -45,6 +45,7 @@ COLUMNS = (
 _TOPIC = re.compile(NAME_PATTERN)
 _INTEGER = re.compile(r"^[+-]?\d+$")
 ZONES_CACHED = 1_024  # distinct time zone names remembered (IANA has ~600)
+LOCAL_TIMES_CACHED = 65_536  # distinct (deliver_at, timezone) pairs remembered
 _UNUSED_ID = "-"  # to_record wants an id; the real one is chosen after it passes
 
 
@@ -78,22 +79,22 @@ def _to_message(
     topic = _text(row.get("topic"))
     if topic is None:
         return Reject("topic", "missing")
-    if not _TOPIC.match(topic):
-        return Reject("topic", f"does not match {NAME_PATTERN}")
-    try:
-        writable_topic(topic)
-    except InvalidInput as exc:
-        return _first(exc)
+    bad_topic = _topic_reject(topic)
+    if bad_topic is not None:
+        return bad_topic
     item: dict[str, Any] = {}
-    for name in ("msg_id", "body", "body_encoding", "tag"):
+    for name in _TEXT_FIELDS:
         value = row.get(name)
-        if (value is not None and value != "") or (name == "body" and value == ""):
+        if value is not None and value != "":
             item[name] = value
+    body = row.get("body")
+    if body is not None:
+        item["body"] = body
     for name in SCHEDULE_FIELDS:
         value = row.get(name)
         if value is None or value == "":
             continue
-        number = _integer(value)
+        number = value if type(value) is int else _integer(value)
         if number is None:
             return Reject(name, f"not an integer: {value!r}")
         item[name] = number
@@ -129,6 +130,22 @@ def _to_message(
     return Message(topic, item)
 
 
+_TEXT_FIELDS = ("msg_id", "body_encoding", "tag")  # sent only when not empty (body: always)
+TOPICS_CACHED = 65_536  # distinct topic names whose verdict is remembered
+
+
+@functools.lru_cache(maxsize=TOPICS_CACHED)
+def _topic_reject(topic: str) -> Reject | None:
+    """The service's verdict on a topic name (a file has few topics and millions of rows)."""
+    if not _TOPIC.match(topic):
+        return Reject("topic", f"does not match {NAME_PATTERN}")
+    try:
+        writable_topic(topic)
+    except InvalidInput as exc:
+        return _first(exc)
+    return None
+
+
 def content_id(topic: str, item: dict[str, Any], ordinal: int) -> str:
     """A msg_id from what the row says (not where it sits in the file): the same row gives
     the same id in a retried task, a second run, or the file fixed and loaded again."""
@@ -137,8 +154,10 @@ def content_id(topic: str, item: dict[str, Any], ordinal: int) -> str:
     return f"bl-{digest}" if ordinal == 0 else f"bl-{digest}-{ordinal}"
 
 
+@functools.lru_cache(maxsize=LOCAL_TIMES_CACHED)
 def local_to_ms(text: str, timezone: str | None) -> int | Reject:
-    """``deliver_at`` (+ ``timezone`` when it has no offset) → ms since the epoch, UTC."""
+    """``deliver_at`` (+ ``timezone`` when it has no offset) → ms since the epoch, UTC
+    (a pure function: "09:00 local" rows repeat a few dates in a few zones)."""
     try:
         when = datetime.fromisoformat(text)
     except ValueError:

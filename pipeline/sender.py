@@ -90,10 +90,16 @@ class BatchSender:
             raise ServiceRefused(f"the service answered {status}: {_detail(data)}")
 
     def _post(self, path: str, body: bytes) -> tuple[int, str | None, bytes]:
+        return self._request("POST", path, body)
+
+    def _get(self, path: str) -> tuple[int, str | None, bytes]:
+        return self._request("GET", path, None)
+
+    def _request(self, method: str, path: str, body: bytes | None) -> tuple[int, str | None, bytes]:
         if self._conn is None:
             cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
             self._conn = cls(self._host, self._port, timeout=TIMEOUT_S)
-        self._conn.request("POST", path, body, self._headers)
+        self._conn.request(method, path, body, self._headers)
         response = self._conn.getresponse()
         return response.status, response.getheader("Retry-After"), response.read()
 

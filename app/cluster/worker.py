@@ -78,7 +78,13 @@ def private_socket(path: str) -> socket.socket:
 
 
 def partition_settings(settings: Settings, layout: Layout, k: int) -> Settings:
-    return Settings.model_validate({**settings.model_dump(), "data_dir": layout.partition_dir(k)})
+    return Settings.model_validate(
+        {
+            **settings.model_dump(),
+            "data_dir": layout.partition_dir(k),
+            "partitions": layout.partitions,  # as resolved from the data dir (GET /v1/limits)
+        }
+    )
 
 
 def die_with_parent() -> None:

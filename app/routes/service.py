@@ -9,10 +9,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path  # type: ignore[import-untyped]
 
-from app.deps import engine_of
+from app.defaults import MAX_BATCH
+from app.deps import engine_of, settings_of
 from app.errors import NotReady
 from app.openapi import replies
-from app.schemas import Health
+from app.schemas import Health, Limits
 from app.wire import json_response
 
 router = APIRouter(tags=["service"])
@@ -43,6 +44,26 @@ async def readyz(request: Request) -> Response:
             "writer_queue": engine.writer.queue_depth,
             "due_backlog_timers": lag.timers(),
             "due_backlog_oldest_ms": lag.age_ms(),
+        }
+    )
+
+
+@router.get(
+    "/v1/limits",
+    operation_id="get_limits",
+    summary="What the service accepts: request and batch sizes, body and delay limits",
+    responses=replies({200: Limits}),
+)
+async def limits(request: Request) -> Response:
+    settings = settings_of(request)
+    return json_response(
+        {
+            "max_request_bytes": settings.max_request_bytes,
+            "max_batch": MAX_BATCH,
+            "max_body_bytes": settings.max_body_bytes,
+            "max_properties": settings.max_properties,
+            "max_delay_ms": settings.max_delay_ms,
+            "partitions": max(1, settings.partitions),
         }
     )
 
