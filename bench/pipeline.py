@@ -12,6 +12,7 @@ minutes, in alternating rounds (the figures are medians).
     python -m bench 16                             # BENCH_PIPELINE_N, default 100 000
     BENCH_PIPELINE_N=1000000 python -m bench 16    # the bulk load's size
     python -m bench.pipeline load 1000000 3        # the bulk load alone: N, rounds
+    python -m bench.pipeline load 1000000 3 2      # ... into ROCKTIMER_WORKERS=2
     python -m bench.pipeline report 1000000 3      # report and audit beside the scan
 """
 
@@ -29,6 +30,7 @@ from typing import Any
 import orjson
 
 from bench import batch, events_data, loader, report, scale
+from bench.client import run
 from tests.support import process
 
 MASTER = "local[2]"
@@ -83,10 +85,18 @@ def scan(events: str, master: str) -> None:
     spark.stop()
 
 
-def load_round(work: Path, rows: str, r: int) -> tuple[dict[str, Any], str]:
+def server_env(workers: int) -> dict[str, str] | None:
+    """The server's settings for ``workers`` worker processes (one partition each)."""
+    return None if workers == 1 else {"ROCKTIMER_WORKERS": str(workers)}
+
+
+def load_round(work: Path, rows: str, r: int, workers: int = 1) -> tuple[dict[str, Any], str]:
     """One bulk load of ``rows`` into a fresh server: the job's summary and the server's CPU."""
     (work / f"load-{r}").mkdir()
-    with process.service(work / f"load-{r}") as service, process.CpuMeter(service.pid) as cpu:
+    with (
+        process.service(work / f"load-{r}", server_env(workers)) as service,
+        process.CpuMeter(service.pid) as cpu,
+    ):
         load = _job(
             "pipeline.bulk_load",
             "--input",
@@ -101,19 +111,31 @@ def load_round(work: Path, rows: str, r: int) -> tuple[dict[str, Any], str]:
     return load, cpu.describe()
 
 
-def ceiling_round(work: Path, r: int) -> float:
-    """Figure 2's service side (``python -m bench 2``) on a fresh server: msg/s."""
+def ceiling_round(work: Path, r: int, workers: int = 1) -> float:
+    """Figure 2's service side (``python -m bench 2``) on a fresh server: msg/s. With
+    workers, the batch send of ``bench.workers`` (a connection per topic, the topics over
+    the partitions), so every worker has its share."""
     (work / f"ceiling-{r}").mkdir()
-    stats, _cpu = batch.measure_service(
-        work / f"ceiling-{r}",
-        batches=CEILING_BATCHES,
-        concurrency=loader.BATCH_CONCURRENCY,
-        size=loader.BATCH_SIZE,
-    )
-    return stats.rate
+    if workers == 1:
+        stats, _cpu = batch.measure_service(
+            work / f"ceiling-{r}",
+            batches=CEILING_BATCHES,
+            concurrency=loader.BATCH_CONCURRENCY,
+            size=loader.BATCH_SIZE,
+        )
+        return stats.rate
+    from bench import workers as workers_bench
+
+    names = workers_bench.topics()
+    with process.service(work / f"ceiling-{r}", server_env(workers)) as service:
+        run(lambda: workers_bench.window(service.port, names, 2))
+        sent, seconds = run(
+            lambda: workers_bench.window(service.port, names, CEILING_BATCHES // len(names))
+        )
+    return sent / seconds
 
 
-def measure_load(n: int, rounds: int, work: Path) -> dict[str, Any]:
+def measure_load(n: int, rounds: int, work: Path, workers: int = 1) -> dict[str, Any]:
     """Bulk load of an N-row, 8-topic file beside the server's batch-send ceiling, in
     alternating rounds (load, ceiling, ceiling, load, …) so both see the same minutes."""
     rows = str(work / "rows")
@@ -136,11 +158,11 @@ def measure_load(n: int, rounds: int, work: Path) -> dict[str, Any]:
         order = ("load", "ceiling") if r % 2 == 0 else ("ceiling", "load")
         for what in order:
             if what == "load":
-                load, cpu = load_round(work, rows, r)
+                load, cpu = load_round(work, rows, r, workers)
                 loads.append(load)
                 cpus.append(cpu)
             else:
-                ceilings.append(ceiling_round(work, r))
+                ceilings.append(ceiling_round(work, r, workers))
     rates = [load["rows"] / load["wall_s"] for load in loads]
     return {
         "loads": loads,
@@ -250,9 +272,12 @@ def main() -> None:
         return
     if sys.argv[1:2] in (["load"], ["report"]):
         n, rounds = int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else ROUNDS
-        part = measure_load if sys.argv[1] == "load" else measure_scan
         with tempfile.TemporaryDirectory(prefix="rocktimer-bench-pipeline-") as tmp:
-            m = part(n, rounds, Path(tmp))
+            if sys.argv[1] == "load":  # a fourth argument: the server's worker processes
+                workers = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+                m = measure_load(n, rounds, Path(tmp), workers)
+            else:
+                m = measure_scan(n, rounds, Path(tmp))
         for key, value in m.items():
             print(key, orjson.dumps(value).decode())
         return

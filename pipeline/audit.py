@@ -1,6 +1,7 @@
 """``python -m pipeline.audit``: the service's promises, checked on its own event log.
 
-A message is one incarnation of a msg_id: (topic, msg_id, created_at_ms). Every event of
+A message is one incarnation of a msg_id: (partition, topic, msg_id, created_at_ms), its
+events ordered by seq (numbered per partition of the data dir). Every event of
 a message carries its creation time, and once retention has swept a delivered message its
 msg_id is free: a later send with it is a new message, not a second delivery of the first.
 
@@ -26,14 +27,16 @@ import orjson
 from app.config import Settings
 from pipeline import cli
 from pipeline.bulk_load import CONFLICT, CORRUPT, FORMATS, ORDINAL, prepare, read_input
-from pipeline.events import read_events
+from pipeline.events import PARTITION, read_events
 from pipeline.rows import Message, to_message
 
 DEFAULT_GRACE_MS = 60_000
 FINDING_DDL = "kind string, topic string, msg_id string, detail string"
 
 
-KEY = ("topic", "msg_id", "created_at_ms")  # one message: a msg_id's incarnation
+# One message: a msg_id's incarnation, in its partition of the data dir (a DLQ topic is
+# kept in each partition its messages came from; seq is numbered per partition).
+KEY = (PARTITION, "topic", "msg_id", "created_at_ms")
 
 
 def per_message(F: Any, ev: Any) -> Any:
@@ -58,8 +61,11 @@ def findings(spark: Any, ev: Any, grace_ms: int) -> tuple[Any, Any]:
     """(findings DataFrame, messages DataFrame) of the log."""
     from pyspark.sql import functions as F
 
-    bounds = ev.agg(F.min("event_time_ms"), F.max("event_time_ms")).first()
-    start_ms, now_ms = (bounds[0], bounds[1]) if bounds and bounds[0] is not None else (0, 0)
+    # Each partition's log starts where its own retention left it; "now" is the newest event.
+    bounds = ev.groupBy(PARTITION).agg(F.min("event_time_ms"), F.max("event_time_ms")).collect()
+    now_ms = max((b[2] for b in bounds), default=0)
+    starts = [x for b in bounds for x in (F.lit(b[0]), F.lit(b[1]))]
+    start_ms = F.element_at(F.create_map(*starts), F.col(PARTITION)) if starts else F.lit(0)
     m = per_message(F, ev).cache()  # read by every check and counted: computed once
     due = F.coalesce(F.col("due_ms"), F.lit(None))
     checks = [
@@ -128,7 +134,11 @@ def batch_now_ms() -> int:
 
 def run(argv: list[str]) -> int:
     p = cli.parser("audit", "Check the service's promises on its event log.")
-    p.add_argument("--events", required=True, help="the events directory (<data_dir>/events)")
+    p.add_argument(
+        "--events",
+        required=True,
+        help="the events directory (<data_dir>/events), or a data dir: every partition's log",
+    )
     p.add_argument("--input", help="a bulk_load input: every valid row must have been scheduled")
     p.add_argument("--format", choices=FORMATS, help="the --input format")
     p.add_argument("--topic", help="as given to bulk_load, with --input")

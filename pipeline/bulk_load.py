@@ -259,7 +259,6 @@ class Tally:
 
 
 REJECT_FIELD, REJECT_REASON = "reject_field", "reject_reason"
-RESULT_DDL = "kind string, reason string, count long"
 
 
 def result_schema(rows: Any) -> Any:
@@ -267,13 +266,22 @@ def result_schema(rows: Any) -> Any:
     own columns (written with ``DataFrame.write.json``)."""
     from pyspark.sql import types as T
 
-    counts = T._parse_datatype_string(RESULT_DDL)
-    own = [f for f in rows.schema.fields if f.name not in (ORDINAL, CONFLICT)]
+    counts = [
+        T.StructField("kind", T.StringType()),
+        T.StructField("reason", T.StringType()),
+        T.StructField("count", T.LongType()),
+    ]
+    # Nullable all: a count row has none of the input's columns.
+    own = [
+        T.StructField(f.name, f.dataType, True)
+        for f in rows.schema.fields
+        if f.name not in (ORDINAL, CONFLICT)
+    ]
     texts = [
         T.StructField(REJECT_FIELD, T.StringType()),
         T.StructField(REJECT_REASON, T.StringType()),
     ]
-    return T.StructType([*counts.fields, *own, *texts])
+    return T.StructType([*counts, *own, *texts])
 
 
 Sent = tuple[dict[str, Any], int | None]  # a row on its way, and the deliver time it fixes

@@ -47,6 +47,7 @@ EXPECTED_OPERATIONS = {
     "get_stats",
     "get_dead_letter",
     "who_am_i",
+    "get_limits",
 }
 
 
@@ -329,3 +330,28 @@ def test_a_filtered_groups_backlog_in_metrics(live: Callable[..., Any]) -> None:
             assert sent.status_code == 201
         text = c.get("/metrics").text
     assert sample(text, "rocktimer_group_backlog", topic="t", group="g") == 1
+
+
+def test_limits_are_the_services_own_settings(live: Callable[..., Any]) -> None:
+    """What a client sizes its requests by (the bulk loader) is the service's settings, not
+    the client's defaults; no API key needed."""
+    with (
+        live(
+            max_request_bytes=100_000,
+            max_body_bytes=2_000,
+            max_properties=3,
+            max_delay_ms=86_400_000,
+            api_keys={"k": "producer"},
+        ) as app,
+        httpx.Client(base_url=app.url) as c,
+    ):
+        r = c.get("/v1/limits")
+    assert r.status_code == 200
+    assert r.json() == {
+        "max_request_bytes": 100_000,
+        "max_batch": 1000,
+        "max_body_bytes": 2_000,
+        "max_properties": 3,
+        "max_delay_ms": 86_400_000,
+        "partitions": 1,
+    }

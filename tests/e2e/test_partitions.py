@@ -227,6 +227,8 @@ def test_readyz_and_metrics_cover_every_partition(
         for k in range(4):
             assert f'rocktimer_pending_timers{{partition="{k}"}} 1.0' in text
         assert text.count("# TYPE rocktimer_pending_timers gauge") == 1
+        # What a client lays its requests out by: P as the data dir records it.
+        assert c.get("/v1/limits").json()["partitions"] == 4
 
 
 def test_sigkill_of_a_worker_others_serve_its_partitions_503_then_back(

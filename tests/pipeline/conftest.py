@@ -21,19 +21,28 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-def write_events(directory: Path, events: list[dict[str, Any]]) -> Path:
+def write_events(
+    directory: Path, events: list[dict[str, Any]], partition: int | None = None
+) -> Path:
     """``events`` as one sealed segment ``date=…/part-<first>-<last>.parquet``, plus a
-    half-written one under a hidden name that readers must skip."""
+    half-written one under a hidden name that readers must skip. With ``partition``, the
+    segment has the column a partitioned data dir's segments carry (``p<k>/events/``);
+    without, it is a segment of one partition's data dir as sealed before that column."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from storage.event_table import SCHEMA
 
+    schema = (
+        SCHEMA if partition is None else SCHEMA.append(pa.field("partition", pa.int32(), False))
+    )
     rows = [{name: e.get(name) for name in SCHEMA.names} for e in events]
+    if partition is not None:
+        rows = [{**row, "partition": partition} for row in rows]
     seqs = [e["seq"] for e in events]
     part = directory / "date=1970-01-01"
     part.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    table = pa.Table.from_pylist(rows, schema=schema)
     pq.write_table(table, part / f"part-{min(seqs)}-{max(seqs)}.parquet", compression="zstd")
     (part / f".part-{max(seqs) + 1}-{max(seqs) + 9}.parquet").write_bytes(b"half written")
     return directory

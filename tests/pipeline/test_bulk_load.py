@@ -7,6 +7,7 @@ import csv
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -563,3 +564,75 @@ def test_paths_off_this_machine_are_sparks_to_check() -> None:
         cli.require_path("/no/such/rows", master="local[2]")
     with pytest.raises(cli.JobError, match="no such directory"):
         cli.require_path("file:///no/such/events", directory=True)
+
+
+def test_the_hash_the_layout_relies_on_is_sparks(spark: Any) -> None:
+    """The task keys land where the layout means them to: Spark's hash, computed here."""
+    from pyspark.sql import functions as sf
+
+    values = [0, 1, -1, 42, 2**40 + 7, -(2**62), 2**63 - 1]
+    frame = spark.createDataFrame([(v,) for v in values], "v long")
+    assert [r[0] for r in frame.select(sf.hash("v")).collect()] == [
+        bulk_load.spark_hash_long(v) for v in values
+    ]
+    keys = bulk_load.task_keys(8)
+    landed = spark.createDataFrame([(k,) for k in keys], "k long").repartition(8, "k")
+    where = dict(landed.select("k", sf.spark_partition_id()).collect())
+    assert [where[k] for k in keys] == list(range(8))
+
+
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_the_input_is_laid_out_by_topic_over_even_tasks(spark: Any, partitions: int) -> None:
+    """Four tasks a slot (local[1]: 4); a topic's rows go together, the tasks are even, and
+    the service's partitions (crc32 % P) are contiguous: one task at most holds two."""
+    import zlib
+
+    from pyspark.sql import functions as sf
+
+    sizes = {"big": 600, "s1": 200, "s2": 120, "s3": 80}
+    rows = [(topic, f"{topic}-{i}") for topic, n in sizes.items() for i in range(n)]
+    df = spark.createDataFrame(rows, "topic string, body string")
+
+    out = bulk_load.spread(spark, df, df.select("topic"), partitions)
+
+    assert out.rdd.getNumPartitions() == bulk_load.TASKS_PER_SLOT
+    got = out.groupBy(sf.spark_partition_id().alias("task"), "topic").count().collect()
+    per_task: dict[int, int] = {}
+    tasks_of: dict[str, set[int]] = {}
+    for task, topic, n in got:
+        per_task[task] = per_task.get(task, 0) + n
+        tasks_of.setdefault(topic, set()).add(task)
+    assert sum(per_task.values()) == 1000
+    assert all(190 <= n <= 310 for n in per_task.values()), per_task
+    assert all(len(tasks_of[t]) <= 2 for t in ("s1", "s2", "s3")), tasks_of
+    part_of = {t: zlib.crc32(t.encode()) % partitions for t in sizes}
+    mixed = [
+        task
+        for task in per_task
+        if len({part_of[t] for t, ts in tasks_of.items() if task in ts}) > 1
+    ]
+    assert len(mixed) <= partitions - 1
+
+
+@pytest.mark.slow
+def test_requests_are_sized_by_the_services_limits(
+    spark: Any,
+    fresh_server: Callable[..., Server],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A service that takes 100 kB a request and 1 kB a body: the loader's batches fit it
+    (sized by the driver's defaults they would be refused whole, 413) and an over-long body
+    is refused in the executor in the service's words."""
+    server = fresh_server(ROCKTIMER_MAX_REQUEST_BYTES="100000", ROCKTIMER_MAX_BODY_BYTES="1000")
+    rows = [{"topic": "sized", "body": f"{i:0>200}", "delay_ms": HOUR_MS} for i in range(1500)]
+    rows.append({"topic": "sized", "msg_id": "long", "body": "x" * 1001, "delay_ms": HOUR_MS})
+    path = _csv(tmp_path / "in.csv", rows)
+
+    summary = _load(server, path, "csv", tmp_path / "rejects", capsys)
+
+    assert (summary["loaded"], summary["rejected"]) == (1500, 1)
+    assert _rejects(tmp_path / "rejects")["x" * 1001] == (
+        "body",
+        "1001 bytes, over the 1000 limit",
+    )

@@ -199,3 +199,23 @@ def test_report_writes_through_sparks_file_system(
     )
     assert pq.read_table(out / "by_topic.parquet").num_rows == 2
     assert (out / "lateness.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.slow
+def test_a_data_dir_reports_every_partition(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given a data dir, the report reads p0's and p1's logs (seqs overlap: each partition
+    numbers its own) as one."""
+    log = clean_log()
+    a = Events()
+    a.rows = [r for r in log.rows if r["topic"] == "a"]
+    b = Events()
+    b.rows = [{**r, "seq": i + 1} for i, r in enumerate(x for x in log.rows if x["topic"] == "b")]
+    write_events(tmp_path / "data" / "p0" / "events", a.rows)
+    write_events(tmp_path / "data" / "p1" / "events", b.rows, partition=1)
+
+    assert report.run(["--events", str(tmp_path / "data"), "--out", str(tmp_path / "r")]) == 0
+
+    summary = last_json(capsys.readouterr().out)
+    assert (summary["events"], summary["topics"], summary["delivered"]) == (20, 2, 5)
