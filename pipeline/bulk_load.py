@@ -648,7 +648,9 @@ def load_all(
     results = rows.mapInArrow(load, schema).persist()
     try:
         rejects = results.where("kind = 'rejected'").select(*own)
-        rejects.write.mode("overwrite").option("ignoreNullFields", False).json(args.rejects)
+        # A null column is left out of its line: a malformed line's reject is its raw
+        # text and the reason, not the columns Spark could not fill.
+        rejects.write.mode("overwrite").json(args.rejects)
         totals: list[Any] = (
             results.where("kind != 'rejected'").groupBy("kind", "reason").sum("count").collect()
         )

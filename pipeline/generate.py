@@ -1,7 +1,8 @@
 """``python -m pipeline.generate``: realistic input for bulk_load.
 
-Row i is a pure function of (seed, i) (splitmix64 draws), so the same flags give the same
-rows on any master and any number of partitions. The mix: bursts of rows due in the same
+Row i is a pure function of (seed, i) (``xxhash64`` draws), so the same flags give the same
+rows on any master and any number of partitions; every column is a Spark SQL expression
+(the JVM builds the rows: no Python per row). The mix: bursts of rows due in the same
 second, short delays and delay levels, long delays (months to years), "09:00 local" rows
 with an IANA time zone, rows repeated verbatim (an export that overlaps itself), and
 ``--invalid-fraction`` rows the service refuses, each for one reason.
@@ -9,12 +10,8 @@ with an IANA time zone, rows repeated verbatim (an export that overlaps itself),
 
 from __future__ import annotations
 
-import base64
 import time
-from collections.abc import Iterator
 from typing import Any
-
-import numpy as np
 
 from pipeline import cli
 
@@ -50,150 +47,118 @@ SCHEMA = (
     "tag string, deliver_at_ms long, delay_ms long, delay_level int, deliver_at string, "
     "timezone string"
 )
-_M64 = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+BURST_SPREAD_MS = 1000
+MAX_LEVEL = 18
 
 
-def draws(ids: np.ndarray[Any, Any], seed: int, k: int) -> np.ndarray[Any, Any]:
-    """Uniform floats in [0, 1): the k-th draw of each id (splitmix64 of seed, id, k)."""
-    mix = np.uint64((seed * 0x632BE59BD9B4E019 + k * 0xD1B54A32D192ED03) & 0xFFFF_FFFF_FFFF_FFFF)
-    x = ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + mix
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53
-
-
-def sources(ids: np.ndarray[Any, Any], seed: int) -> np.ndarray[Any, Any]:
-    """The row each id copies: itself, or the one before it (a duplicate)."""
-    dup = (draws(ids, seed, 0) < DUPLICATE_FRACTION) & (ids > 0)
-    return np.where(dup, ids - 1, ids)
-
-
-def is_invalid(
-    src: np.ndarray[Any, Any], seed: int, invalid_fraction: float
-) -> np.ndarray[Any, Any]:
-    return draws(src, seed, 1) < invalid_fraction
-
-
-def make_rows(
-    ids: np.ndarray[Any, Any],
+def rows_frame(
+    spark: Any,
+    rows: int,
     seed: int,
     topics: int,
     invalid_fraction: float,
     start_ms: int,
     csv: bool,
-) -> dict[str, list[Any]]:
-    """The columns of rows ``ids`` (see the module docstring for the mix)."""
-    src = sources(ids, seed)
-    bad = is_invalid(src, seed, invalid_fraction).tolist()
-    u = [draws(src, seed, k).tolist() for k in range(2, 10)]
-    cols: dict[str, list[Any]] = {
-        name: []
-        for name in (
-            "topic",
-            "msg_id",
-            "body",
-            "body_encoding",
-            "properties",
-            "tag",
-            "deliver_at_ms",
-            "delay_ms",
-            "delay_level",
-            "deliver_at",
-            "timezone",
-        )
-    }
+    partitions: int,
+) -> tuple[Any, Any]:
+    """(the rows as a DataFrame, its invalid rows' ids as one), all in Spark SQL: row i is a
+    function of (seed, i) through ``xxhash64``, so any number of partitions on any master
+    gives the same rows."""
+    from pyspark.sql import Column
+    from pyspark.sql import functions as F
+
+    def draw(of: Column, k: int) -> Column:
+        """The k-th uniform draw in [0, 1) of row ``of``."""
+        bits = F.shiftrightunsigned(F.xxhash64(F.lit(seed), of, F.lit(k)), 11)
+        return bits.cast("double") * F.lit(2.0**-53)
+
+    i = F.col("id")
+    src = F.when((draw(i, 0) < DUPLICATE_FRACTION) & (i > 0), i - 1).otherwise(i).alias("src")
+    base = spark.range(0, rows, numPartitions=partitions).select(src)
+    s = F.col("src")
+    u = [draw(s, k) for k in range(2, 10)]
+    bad = draw(s, 1) < invalid_fraction
     second = start_ms - start_ms % 1000
     day = start_ms - start_ms % DAY_MS
-    for j, s in enumerate(src.tolist()):
-        r: dict[str, Any] = {
-            "topic": f"topic-{int(u[0][j] ** 2 * topics)}",
-            "msg_id": None,
-            "body_encoding": None,
-            "properties": None,
-            "tag": None,
-            "deliver_at_ms": None,
-            "delay_ms": None,
-            "delay_level": None,
-            "deliver_at": None,
-            "timezone": None,
-        }
-        if u[1][j] < WITH_ID_FRACTION:
-            r["msg_id"] = f"order-{seed}-{s}"
-        body = f'{{"customer": {s % 100_003}, "template": "reminder-{s % 17}"}}'
-        if u[2][j] < 0.05:
-            body, r["body_encoding"] = base64.b64encode(body.encode()).decode(), "base64"
-        r["body"] = body
-        if u[3][j] < 0.5:
-            r["tag"] = TAGS[int(u[3][j] * 6)]
-        if u[4][j] < 0.3:
-            r["properties"] = {"source": "import", "campaign": f"c{s % 7}"}
-        pick, v = u[5][j], u[6][j]
-        if pick < 0.35:  # a burst: many rows due in the same second
-            r["deliver_at_ms"] = second + 60_000 * (1 + int(v * BURSTS)) + int(u[7][j] * 1000)
-        elif pick < 0.55:
-            r["delay_ms"] = int(v * 3_600_000)
-        elif pick < 0.65:
-            r["delay_level"] = 1 + int(v * 18)
-        elif pick < 0.80:  # long delays: a month to five years
-            r["deliver_at_ms"] = start_ms + int(30 * DAY_MS + v * 1800 * DAY_MS)
-        else:  # 09:00 in the recipient's own time zone, within the next month
-            date = time.strftime("%Y-%m-%d", time.gmtime((day + (1 + int(v * 30)) * DAY_MS) / 1000))
-            r["deliver_at"], r["timezone"] = f"{date}T09:00:00", TIME_ZONES[int(u[7][j] * 8)]
-        if bad[j]:
-            _spoil(r, INVALID_KINDS[int(u[7][j] * len(INVALID_KINDS))], start_ms)
-        if csv and r["properties"] is not None:
-            r["properties"] = f'{{"source": "import", "campaign": "c{s % 7}"}}'
-        for name, value in r.items():
-            cols[name].append(value)
-    return cols
+    null_long, null_text = F.lit(None).cast("long"), F.lit(None).cast("string")
+
+    def pick_(names: tuple[str, ...], at: Column) -> Column:
+        return F.element_at(F.array(*[F.lit(n) for n in names]), at.cast("int") + 1)
+
+    text_body = F.format_string('{"customer": %d, "template": "reminder-%d"}', s % 100_003, s % 17)
+    b64 = u[2] < 0.05
+    body = F.when(b64, F.base64(F.encode(text_body, "UTF-8"))).otherwise(text_body)
+    burst = second + 60_000 * (1 + F.floor(u[6] * BURSTS)) + F.floor(u[7] * BURST_SPREAD_MS)
+    long_delay = start_ms + F.floor(30 * DAY_MS + u[6] * 1800 * DAY_MS)
+    local_day = F.to_date(F.timestamp_millis(F.lit(day) + (1 + F.floor(u[6] * 30)) * DAY_MS))
+    p = u[5]
+    cols: dict[str, Column] = {
+        "topic": F.concat(F.lit("topic-"), F.floor(u[0] * u[0] * topics).cast("string")),
+        "msg_id": F.when(u[1] < WITH_ID_FRACTION, F.concat(F.lit(f"order-{seed}-"), s)),
+        "body": body,
+        "body_encoding": F.when(b64, F.lit("base64")),
+        "properties": F.when(
+            u[4] < 0.3,
+            F.create_map(
+                F.lit("source"), F.lit("import"), F.lit("campaign"), F.concat(F.lit("c"), s % 7)
+            ),
+        ),
+        "tag": F.when(u[3] < 0.5, pick_(TAGS, F.floor(u[3] * 6))),
+        "deliver_at_ms": F.when(p < 0.35, burst).when((p >= 0.65) & (p < 0.80), long_delay),
+        "delay_ms": F.when((p >= 0.35) & (p < 0.55), F.floor(u[6] * 3_600_000)),
+        "delay_level": F.when((p >= 0.55) & (p < 0.65), 1 + F.floor(u[6] * MAX_LEVEL)),
+        "deliver_at": F.when(
+            p >= 0.80, F.concat(F.date_format(local_day, "yyyy-MM-dd"), F.lit("T09:00:00"))
+        ),
+        "timezone": F.when(p >= 0.80, pick_(TIME_ZONES, F.floor(u[7] * len(TIME_ZONES)))),
+    }
+    kind = pick_(INVALID_KINDS, F.floor(u[7] * len(INVALID_KINDS)))
+    spoiled = _spoil(F, cols, kind, start_ms, null_long, null_text)
+    out = {name: F.when(bad, spoiled[name]).otherwise(value) for name, value in cols.items()}
+    if csv:
+        out["properties"] = F.when(out["properties"].isNotNull(), F.to_json(out["properties"]))
+    types = dict(item.split(" ") for item in _schema(csv).split(", "))
+    frame = base.select(*[out[name].cast(types[name]).alias(name) for name in types])
+    return frame, base.where(bad)
 
 
-def _spoil(r: dict[str, Any], kind: str, start_ms: int) -> None:
-    """Make row ``r`` invalid for exactly one reason."""
-    if kind == "msg_id":
-        r["msg_id"] = "has spaces in it"
-    elif kind == "topic":
-        r["topic"] = "bad topic!"
-    elif kind == "timezone":
-        r.update(
-            deliver_at_ms=None,
-            delay_ms=None,
-            delay_level=None,
-            deliver_at="2026-06-01T09:00:00",
-            timezone="Mars/Olympus_Mons",
-        )
-    elif kind == "bad_date":
-        r.update(
-            deliver_at_ms=None,
-            delay_ms=None,
-            delay_level=None,
-            deliver_at="2026-02-30T09:00:00",
-            timezone="Europe/Berlin",
-        )
-    elif kind == "base64":
-        r["body"], r["body_encoding"] = "not base64!", "base64"
-    else:
-        r.update(
-            deliver_at=None, timezone=None, deliver_at_ms=None, delay_ms=None, delay_level=None
-        )
-        if kind == "delay_level":
-            r["delay_level"] = 99
-        elif kind == "two_schedules":
-            r["deliver_at_ms"], r["delay_ms"] = start_ms + 60_000, 60_000
-        else:  # too_far: twenty years, over the default ten-year maximum
-            r["deliver_at_ms"] = start_ms + 20 * 366 * DAY_MS
+def _spoil(
+    F: Any, cols: dict[str, Any], kind: Any, start_ms: int, null_long: Any, null_text: Any
+) -> dict[str, Any]:
+    """The columns of an invalid row: each kind breaks exactly one rule."""
+    is_ = {k: kind == k for k in INVALID_KINDS}
+    local = is_["timezone"] | is_["bad_date"]
+    encoded = is_["base64"]
+    keeps_schedule = local | encoded | is_["msg_id"] | is_["topic"]
+    kept = lambda name, value: F.when(keeps_schedule, cols[name]).otherwise(value)  # noqa: E731
+    return {
+        "topic": F.when(is_["topic"], F.lit("bad topic!")).otherwise(cols["topic"]),
+        "msg_id": F.when(is_["msg_id"], F.lit("has spaces in it")).otherwise(cols["msg_id"]),
+        "body": F.when(encoded, F.lit("not base64!")).otherwise(cols["body"]),
+        "body_encoding": F.when(encoded, F.lit("base64")).otherwise(cols["body_encoding"]),
+        "properties": cols["properties"],
+        "tag": cols["tag"],
+        "deliver_at_ms": F.when(local, null_long)
+        .when(is_["two_schedules"], F.lit(start_ms + 60_000))
+        .when(is_["too_far"], F.lit(start_ms + 20 * 366 * DAY_MS))
+        .otherwise(kept("deliver_at_ms", null_long)),
+        "delay_ms": F.when(local, null_long)
+        .when(is_["two_schedules"], F.lit(60_000))
+        .otherwise(kept("delay_ms", null_long)),
+        "delay_level": F.when(local, null_long)
+        .when(is_["delay_level"], F.lit(99))
+        .otherwise(kept("delay_level", null_long)),
+        "deliver_at": F.when(is_["timezone"], F.lit("2026-06-01T09:00:00"))
+        .when(is_["bad_date"], F.lit("2026-02-30T09:00:00"))
+        .otherwise(kept("deliver_at", null_text)),
+        "timezone": F.when(is_["timezone"], F.lit("Mars/Olympus_Mons"))
+        .when(is_["bad_date"], F.lit("Europe/Berlin"))
+        .otherwise(kept("timezone", null_text)),
+    }
 
 
-def count_invalid(rows: int, seed: int, invalid_fraction: float) -> int:
-    chunk = 1_000_000
-    total = 0
-    for first in range(0, rows, chunk):
-        ids = np.arange(first, min(rows, first + chunk), dtype=np.int64)
-        total += int(is_invalid(sources(ids, seed), seed, invalid_fraction).sum())
-    return total
+def _schema(csv: bool) -> str:
+    return SCHEMA.format(properties="properties string" if csv else "properties map<string,string>")
 
 
 def run(argv: list[str]) -> int:
@@ -208,46 +173,24 @@ def run(argv: list[str]) -> int:
     if args.topics < 1:
         raise cli.JobError("--topics must be at least 1")
     spark = cli.session(args.master, "generate")
-    csv = args.format == "csv"
-    schema = SCHEMA.format(
-        properties="properties string" if csv else "properties map<string,string>"
-    )
     start_ms = time.time_ns() // 1_000_000
-    seed, topics, fraction = args.seed, args.topics, args.invalid_fraction
-
-    def generate(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
-        text = pa.string()
-        target = pa.schema(
-            [
-                ("topic", text),
-                ("msg_id", text),
-                ("body", text),
-                ("body_encoding", text),
-                ("properties", text if csv else pa.map_(text, text)),
-                ("tag", text),
-                ("deliver_at_ms", pa.int64()),
-                ("delay_ms", pa.int64()),
-                ("delay_level", pa.int32()),
-                ("deliver_at", text),
-                ("timezone", text),
-            ]
-        )
-        for batch in batches:
-            ids = batch.column(0).to_numpy()
-            yield pa.RecordBatch.from_pydict(
-                make_rows(ids, seed, topics, fraction, start_ms, csv), schema=target
-            )
-
     parts = max(spark.sparkContext.defaultParallelism, args.rows // 1_000_000)
     with cli.progress(spark, "generate"):
-        df = spark.range(0, args.rows, numPartitions=parts).mapInArrow(generate, schema)
+        df, bad = rows_frame(
+            spark,
+            args.rows,
+            args.seed,
+            args.topics,
+            args.invalid_fraction,
+            start_ms,
+            args.format == "csv",
+            parts,
+        )
         writer = df.write.mode("overwrite")
-        if csv:
+        if args.format == "csv":
             writer = writer.option("header", True).option("escape", '"')
         writer.format(args.format).save(args.out)
-    invalid = count_invalid(args.rows, args.seed, args.invalid_fraction)
+        invalid = bad.count()  # the same expression, on the draws alone: no columns built
     cli.emit({"rows": args.rows, "invalid": invalid, "path": args.out})
     return cli.EXIT_OK
 
