@@ -484,7 +484,9 @@ def spread(spark: Any, rows: Any, topics: Any, partitions: int) -> Any:
     table = spark.createDataFrame(layout, "_topic string, _start long, _n long")
     place = F.col("_start") + F.pmod(F.xxhash64(*rows.columns), F.col("_n"))
     task = (place * tasks / total).cast("long")
-    key = F.element_at(F.array(*[F.lit(v) for v in task_keys(tasks)]), task.cast("int") + 1)
+    # Longs, as task_keys hashed them (a literal this small would be an int: another hash).
+    keys = F.array(*[F.lit(v).cast("long") for v in task_keys(tasks)])
+    key = F.element_at(keys, task.cast("int") + 1)
     return (
         rows.join(F.broadcast(table), rows["topic"].eqNullSafe(table["_topic"]), "left")
         .withColumn("_task", key)

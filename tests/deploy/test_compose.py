@@ -105,7 +105,8 @@ def test_the_pipeline_jobs_are_a_profile_over_the_services_volume_and_url() -> N
         assert job["build"]["dockerfile"] == "pipeline/Dockerfile"
         assert job["entrypoint"][:3] == ["python3", "-m", module]
     assert "rocktimer-data:/data:ro" in report["volumes"]
-    assert report["entrypoint"][3:] == ["--events", "/data/events"]
+    # The data dir, not its events/: a partitioned one keeps a log per partition (p<k>/events).
+    assert report["entrypoint"][3:] == ["--events", "/data"]
     assert "ROCKTIMER_URL=http://rocktimer:8080" in bulk_load["environment"]
     assert bulk_load["depends_on"]["rocktimer"]["condition"] == "service_healthy"
 

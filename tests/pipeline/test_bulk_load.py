@@ -312,14 +312,14 @@ def test_backoff_grows_by_1_6_up_to_the_cap(attempt: int, low: float, high: floa
     assert all(low <= backoff_s(attempt, rng) <= high for _ in range(100))
 
 
-def test_a_task_has_two_batches_on_their_way_at_once() -> None:
+def test_a_task_has_its_batches_on_their_way_at_once() -> None:
     """The task checks rows while the service works on its batches: a local server answers
-    only once two requests are in at the same time (a task sending one at a time would
-    time out here and be refused)."""
+    only once IN_FLIGHT (4) requests are in at the same time (a task with fewer on their
+    way would time out here and be refused)."""
     import http.server
     import threading
 
-    both_in = threading.Barrier(2, timeout=5)
+    both_in = threading.Barrier(bulk_load.IN_FLIGHT, timeout=5)
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -341,7 +341,8 @@ def test_a_task_has_two_batches_on_their_way_at_once() -> None:
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    n = 2 * MAX_BATCH
+    assert bulk_load.IN_FLIGHT >= 4
+    n = bulk_load.IN_FLIGHT * MAX_BATCH
     rows = [{"topic": "t", "body": f"b{i}", "delay_ms": HOUR_MS} for i in range(n)]
     target = bulk_load.Target(f"http://127.0.0.1:{httpd.server_address[1]}", None, Settings())
     try:
