@@ -130,7 +130,11 @@ def _spoil(
     local = is_["timezone"] | is_["bad_date"]
     encoded = is_["base64"]
     keeps_schedule = local | encoded | is_["msg_id"] | is_["topic"]
-    kept = lambda name, value: F.when(keeps_schedule, cols[name]).otherwise(value)  # noqa: E731
+
+    def kept(name: str, value: Any) -> Any:
+        """The row's own value where its kind keeps the schedule, else ``value``."""
+        return F.when(keeps_schedule, cols[name]).otherwise(value)
+
     return {
         "topic": F.when(is_["topic"], F.lit("bad topic!")).otherwise(cols["topic"]),
         "msg_id": F.when(is_["msg_id"], F.lit("has spaces in it")).otherwise(cols["msg_id"]),
