@@ -54,7 +54,7 @@ async def readyz(request: Request) -> Response:
     summary="What the service accepts: request and batch sizes, body and delay limits",
     responses=replies({200: Limits}),
 )
-async def limits(request: Request) -> Response:
+async def get_limits(request: Request) -> Response:
     settings = settings_of(request)
     return json_response(
         {

@@ -45,6 +45,7 @@ EXPECTED: dict[str, tuple[Role, ...] | None] = {
     "healthz": None,
     "readyz": None,
     "metrics": None,
+    "get_limits": None,
     "docs": None,
     "console": None,
 }
