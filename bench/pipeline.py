@@ -18,6 +18,7 @@ minutes, in alternating rounds (the figures are medians).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import statistics
 import subprocess
@@ -135,6 +136,68 @@ def ceiling_round(work: Path, r: int, workers: int = 1) -> float:
     return sent / seconds
 
 
+def replay_bodies(rows: str) -> dict[str, list[bytes]]:
+    """The requests the loader sends for ``rows``, built here once before any timing (the
+    service's checks and ids, batches of 1000 per topic): what the service is sent,
+    without Spark. Their messages carry ids, tags, properties and varied deliver times,
+    which figure 2's identical id-less messages do not."""
+    import pyarrow.parquet as pq
+
+    from app.config import Settings
+    from app.defaults import MAX_BATCH
+    from pipeline.rows import Message, to_message
+
+    settings, now = Settings(), loader.now_ms()
+    pending: dict[str, list[dict[str, Any]]] = {}
+    bodies: dict[str, list[bytes]] = {}
+    for chunk in pq.read_table(rows).to_batches(50_000):
+        for row in chunk.to_pylist():
+            if isinstance(row.get("properties"), list):  # a map column reads as pairs
+                row["properties"] = dict(row["properties"])
+            message = to_message(row, now, settings)
+            if not isinstance(message, Message):
+                continue
+            items = pending.setdefault(message.topic, [])
+            items.append(message.item)
+            if len(items) == MAX_BATCH:
+                bodies.setdefault(message.topic, []).append(loader.batch_body(items))
+                pending[message.topic] = []
+    for topic, items in pending.items():
+        if items:
+            bodies.setdefault(topic, []).append(loader.batch_body(items))
+    return bodies
+
+
+REPLAY_IN_FLIGHT = 8  # requests on their way at once, as the loader's 2 tasks x 4
+
+
+def replay_round(work: Path, bodies: dict[str, list[bytes]], r: int, workers: int = 1) -> float:
+    """The loader's requests, pre-built, sent to a fresh server from one connection a topic
+    (8 topics: 8 in flight): messages stored a second."""
+    (work / f"replay-{r}").mkdir()
+    with process.service(work / f"replay-{r}", server_env(workers)) as service:
+
+        async def send_all() -> int:
+            done = await asyncio.gather(
+                *(
+                    loader.send_batches(
+                        process.HOST,
+                        service.port,
+                        topic,
+                        iter(batches),
+                        concurrency=1,
+                        deadline_s=JOB_TIMEOUT_S,
+                    )
+                    for topic, batches in bodies.items()
+                )
+            )
+            return sum(s.stored + sum(s.failed.values()) for s in done)
+
+        started = time.monotonic()
+        sent = run(send_all)
+        return sent / (time.monotonic() - started)
+
+
 def measure_load(n: int, rounds: int, work: Path, workers: int = 1) -> dict[str, Any]:
     """Bulk load of an N-row, 8-topic file beside the server's batch-send ceiling, in
     alternating rounds (load, ceiling, ceiling, load, …) so both see the same minutes."""
@@ -150,24 +213,29 @@ def measure_load(n: int, rounds: int, work: Path, workers: int = 1) -> dict[str,
         "--topics",
         str(TOPICS),
     )
+    bodies = replay_bodies(rows)
     loads: list[dict[str, Any]] = []
     ceilings: list[float] = []
+    replays: list[float] = []
     cpus: list[str] = []
     load_before = os.getloadavg()
-    for r in range(rounds):
-        order = ("load", "ceiling") if r % 2 == 0 else ("ceiling", "load")
-        for what in order:
+    for r in range(rounds):  # load, ceiling, replay; then ceiling, replay, load; …
+        steps = ["load", "ceiling", "replay"]
+        for what in steps[r % 3 :] + steps[: r % 3]:
             if what == "load":
                 load, cpu = load_round(work, rows, r, workers)
                 loads.append(load)
                 cpus.append(cpu)
-            else:
+            elif what == "ceiling":
                 ceilings.append(ceiling_round(work, r, workers))
+            else:
+                replays.append(replay_round(work, bodies, r, workers))
     rates = [load["rows"] / load["wall_s"] for load in loads]
     return {
         "loads": loads,
         "rates": rates,
         "ceilings": ceilings,
+        "replays": replays,
         "cpus": cpus,
         "load_average": [round(x, 1) for x in (*load_before, *os.getloadavg())],
     }
