@@ -302,6 +302,8 @@ def rows(m: dict[str, Any]) -> list[report.Row]:
             rate >= TARGET_LOAD_RATIO * ceiling,
             f"medians of {len(m['rates'])} alternating rounds; loads {each(m['rates'], '/s')}, "
             f"batch sends {' / '.join(f'{c:,.0f}' for c in m['ceilings'])} msg/s; "
+            f"the loader's requests without Spark {_median(m.get('replays', [])):,.0f} msg/s "
+            f"({report.ratio(rate, _median(m.get('replays', [])))}); "
             f"loaded {last_load['loaded']:,}, rejected {last_load['rejected']:,}; "
             f"{m['cpus'][-1]}",
         ),
