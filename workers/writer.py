@@ -84,7 +84,7 @@ FSYNC_BOUNDS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 CHANGELOG_WAIT_S = 60.0  # longest a durable reply waits for its changelog record's ack: the
 # changelog itself fails its appends once its lease deadline passes (a few seconds); this
 # only bounds the wait should it not
-CHANGELOG_LOST = "this node no longer owns the partition; retry"
+CHANGELOG_LOST = "the partition is not served right now: its changelog did not answer; retry"
 
 
 class Changelog(Protocol):

@@ -39,6 +39,10 @@ from storage.store import DeleteRange
 log = logging.getLogger("rocktimer.cluster")
 
 WRONG_LAST_SEQUENCE = (10071, 10164)  # JSStreamWrongLastSequence(Constant)Err
+NODE_HEADER = "Rocktimer-Node"  # every record says which node appended it
+EPOCH_HEADER = "Rocktimer-Epoch"  # and under which ownership (the fence's epoch)
+DEPOSED = "partition p{k} is not served right now: this node no longer owns it; retry"
+LAPSED = "partition p{k} is not served right now: its owner's lease is being renewed; retry"
 RETRY_S = 0.1  # between attempts of an append or a renewal NATS did not answer
 CLOSE_FLUSH_S = 10.0  # a clean stop waits this long for the last records' acks
 
@@ -57,14 +61,23 @@ async def last_seq(bus: Bus, k: int) -> int:
 
 
 async def publish(
-    bus: Bus, k: int, payload: bytes, *, expected: int, msg_id: str, give_up: Callable[[], bool]
+    bus: Bus,
+    k: int,
+    payload: bytes,
+    *,
+    expected: int,
+    msg_id: str,
+    writer: tuple[str, int],
+    give_up: Callable[[], bool],
 ) -> int | None:
     """Append one record after ``expected``; its seq, or None if refused (another record is
     there: deposed). Retried, same msg id, until NATS answers or ``give_up()``
-    (then PartitionUnavailable)."""
+    (then PartitionUnavailable). ``writer``: this node's id and its epoch (headers)."""
     headers = {
         Header.MSG_ID.value: msg_id,
         Header.EXPECTED_LAST_SUBJECT_SEQUENCE.value: str(expected),
+        NODE_HEADER: writer[0],
+        EPOCH_HEADER: str(writer[1]),
     }
     while True:
         try:
@@ -79,7 +92,7 @@ async def publish(
         except Exception as exc:  # timeouts, no responders, reconnecting
             log.warning("changelog append to p%d unanswered (%s); retrying", k, exc or type(exc))
         if give_up():
-            raise PartitionUnavailable("this node no longer owns the partition; retry")
+            raise PartitionUnavailable(DEPOSED.format(k=k))
         await asyncio.sleep(RETRY_S)
 
 
@@ -184,6 +197,8 @@ class Changelog:
         lease: Lease,
         *,
         last_seq: int,
+        node: str,
+        epoch: int,
         on_deposed: Callable[[int], None],
     ) -> None:
         self.bus = bus
@@ -191,6 +206,7 @@ class Changelog:
         self.lease = lease
         self.last = last_seq  # the seq of this partition's last record (ours)
         self.on_deposed = on_deposed
+        self.writer = (node, epoch)
         self.deposed: str | None = None
         self.records = 0
         self.appends = 0
@@ -205,9 +221,9 @@ class Changelog:
 
     def refusal(self) -> Exception | None:
         if self.deposed is not None:
-            return PartitionUnavailable("this node no longer owns the partition; retry")
+            return PartitionUnavailable(DEPOSED.format(k=self.k))
         if not self.lease.valid:
-            return PartitionUnavailable("the partition's owner is being confirmed; retry")
+            return PartitionUnavailable(LAPSED.format(k=self.k))
         return None
 
     def append(
@@ -216,7 +232,7 @@ class Changelog:
         future: concurrent.futures.Future[int] = concurrent.futures.Future()
         with self._lock:
             if self.deposed is not None:
-                future.set_exception(PartitionUnavailable("this node no longer owns the partition"))
+                future.set_exception(PartitionUnavailable(DEPOSED.format(k=self.k)))
                 return future
             self._pending.append((ranges, staged, future))
             self.appends += 1
@@ -265,6 +281,7 @@ class Changelog:
             payload,
             expected=self.last,
             msg_id=f"{self._token}-{self.records}",
+            writer=self.writer,
             give_up=lambda: self.lease.lost is not None or self.deposed is not None,
         )
 
@@ -279,7 +296,7 @@ class Changelog:
     def _fail(self, taken: list[_Pending]) -> None:
         for _, _, future in taken:
             if not future.done():
-                future.set_exception(PartitionUnavailable("this node no longer owns the partition"))
+                future.set_exception(PartitionUnavailable(DEPOSED.format(k=self.k)))
 
     def _depose(self, why: str) -> None:
         with self._lock:

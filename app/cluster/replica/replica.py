@@ -101,7 +101,13 @@ class Replica:
             raise
         self.standby = None
         self.changelog = Changelog(
-            self.bus, self.k, lease, last_seq=fence_seq, on_deposed=self._deposed
+            self.bus,
+            self.k,
+            lease,
+            last_seq=fence_seq,
+            node=self.node_id,
+            epoch=epoch,
+            on_deposed=self._deposed,
         )
         self.role = "owner"
         log.info(
@@ -134,6 +140,7 @@ class Replica:
                     record,
                     expected=target,
                     msg_id=f"fence-{self.node_id}-{lease.revision}-{attempt}",
+                    writer=(self.node_id, epoch),
                     give_up=lambda: not lease.valid,
                 ),
                 max(1.0, give_up_at - time.monotonic()),
