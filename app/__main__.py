@@ -67,6 +67,8 @@ def _accepts(field: str) -> str:
     if field == "api_keys":
         return 'a JSON object {"<key>": "producer" | "consumer" | "admin", ...}'
     info = Settings.model_fields[field]
+    if info.description:
+        return info.description
     choices = getattr(info.annotation, "__args__", None)
     if choices and all(isinstance(c, str) for c in choices):
         return " | ".join(choices)
@@ -99,7 +101,8 @@ def describe(exc: ValidationError | SettingsError) -> str:
         where = ".".join(str(p) for p in err["loc"][1:])
         value: Any = err.get("input")
         subject = f"{_env(field)}={value!r}" if not where else f"{_env(field)} ({where!r})"
-        parts.append(f"{subject}: {err['msg']}; it accepts {_accepts(field)}")
+        reason = "not of that form" if err["type"] == "string_pattern_mismatch" else err["msg"]
+        parts.append(f"{subject}: {reason}; it accepts {_accepts(field)}")
     return "bad setting " + "; ".join(parts)
 
 
