@@ -31,6 +31,7 @@ from app.http import BoundedHeaders
 from app.main import create_app
 from storage.errors import StorageError
 from workers.engine import Engine, EngineConfig
+from workers.writer import Changelog
 
 GC_GEN0_THRESHOLD = 70_000
 GRACEFUL_SHUTDOWN_S = 5  # open long polls are answered at once; this bounds the rest
@@ -113,13 +114,19 @@ def load_settings() -> Settings:
         fail(describe(exc), EXIT_BAD_SETTING)
 
 
-def open_engine(settings: Settings, config: EngineConfig | None = None, share: int = 1) -> Engine:
+def open_engine(
+    settings: Settings,
+    config: EngineConfig | None = None,
+    share: int = 1,
+    changelog: Changelog | None = None,
+) -> Engine:
     """The engine on ``config`` (settings.engine if None), or one line and an exit.
-    ``share``: engines this process runs (app/cluster/), splitting RocksDB's memory."""
+    ``share``: engines this process runs (app/cluster/), splitting RocksDB's memory;
+    ``changelog``: its partition is replicated (cluster mode, app/cluster/replica/)."""
     config = config or settings.engine
     data_dir = config.data_dir
     try:
-        return Engine(config, memory_share=share)
+        return Engine(config, memory_share=share, changelog=changelog)
     except StorageError as exc:
         if "lock" in str(exc).lower():
             fail(

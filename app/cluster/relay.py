@@ -32,8 +32,9 @@ import httptools
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from app.errors import PartitionUnavailable, render
+from app.errors import render
 from app.limits import BodyLimit
+from storage.errors import PartitionUnavailable
 
 CONNECT_TIMEOUT_S = 1.0  # a unix socket connects at once, or not at all; a LAN peer too
 IDLE_REUSE_S = 2.0  # an idle connection is reused this long after its last reply

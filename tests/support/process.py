@@ -63,6 +63,7 @@ class ServerProcess:
         self.log_path = log_path
         self.any_status_is_ready = any_status_is_ready  # an answer at all means it serves
         self.proc: subprocess.Popen[bytes] | None = None
+        self.paused = False  # SIGSTOPped by pause(), not yet resumed
 
     @property
     def pid(self) -> int:
@@ -122,15 +123,32 @@ class ServerProcess:
             return None
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
+            if self.paused:  # a stopped process handles SIGTERM only once continued
+                proc.send_signal(signal.SIGCONT)
+                self.paused = False
             try:
                 return proc.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 proc.kill()
         return proc.wait()
 
+    def pause(self) -> None:
+        """SIGSTOP by PID: the process is frozen (a long GC pause, a VM stall), its sockets
+        stay open and the kernel keeps accepting connections for it."""
+        assert self.proc is not None, f"{self.name} is not running"
+        self.proc.send_signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        """SIGCONT by PID (harmless if it was not paused)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
+
     def kill(self) -> int | None:
         """SIGKILL by PID (a crash: no shutdown code runs) and reap it; returns the exit code."""
         proc, self.proc = self.proc, None
+        self.paused = False  # SIGKILL ends a stopped process too
         if proc is None:
             return None
         if proc.poll() is None:
