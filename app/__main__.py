@@ -1,5 +1,6 @@
 """``python -m app``: run the service with uvicorn: one process owning the store, or, for a
-partitioned data dir, a supervisor of worker processes (app/cluster/).
+partitioned data dir, a supervisor of worker processes (app/cluster/), or, with
+ROCKTIMER_CLUSTER, a node of a cluster (app/cluster/node.py).
 
 What can go wrong at start is said in one line on stderr, never a traceback: a bad
 setting (naming the variable and what it accepts), a data dir another process holds, a
@@ -186,7 +187,9 @@ class Server(uvicorn.Server):
 
     def __init__(self, config: uvicorn.Config, settings: Settings, *engines: Engine) -> None:
         super().__init__(config)
-        self.engines = engines
+        self.engines = list(
+            engines
+        )  # a cluster node adds and removes its own (app/cluster/node.py)
         self.settings = settings
         self.worker_died = False
 
@@ -242,6 +245,11 @@ def server_config(app: ASGIApp, settings: Settings) -> uvicorn.Config:
 def main() -> None:
     settings = load_settings()
     logs.configure(settings.log_level, settings.log_format)
+    if settings.cluster:
+        from app.cluster import node
+
+        node.run(settings)
+        return
     if (found := resolve_layout(settings)).partitions > 1:
         from app.cluster import supervisor
 
