@@ -21,6 +21,7 @@ from storage.errors import (
     MessageConflict,
     MessageNotFound,
     Overloaded,
+    PartitionUnavailable,
     RocktimerError,
     StorageError,
     WriterStopped,
@@ -79,11 +80,6 @@ class Forbidden(RocktimerError):
 
 class Misdirected(RocktimerError):
     """Without API keys, a Host that is not a name of this service (421; app/origin.py)."""
-
-
-class PartitionUnavailable(RocktimerError):
-    """The worker process that owns a partition is not answering: it is being restarted
-    (503 + Retry-After; app/cluster/)."""
 
 
 class NotReady(RocktimerError):

@@ -309,6 +309,34 @@ class RocksStore:
         """Like ``write``, from range deletes and per-CF final values (None = delete)."""
         self._check_open()
         batch = WriteBatch(raw_mode=True)
+        self._stage(batch, ranges, staged)
+        self._commit(batch, sync)
+
+    def write_commits(
+        self,
+        commits: Iterable[tuple[Sequence[DeleteRange], dict[str, dict[bytes, bytes | None]]]],
+        extra: Sequence[Put],
+        *,
+        sync: bool,
+    ) -> None:
+        """Several ``write_staged`` calls' arguments, in order, and ``extra`` puts after
+        them, as one atomic WriteBatch (a standby applying changelog records with the seq
+        it applied up to: app/cluster/replica/)."""
+        self._check_open()
+        batch = WriteBatch(raw_mode=True)
+        for ranges, staged in commits:
+            self._stage(batch, ranges, staged)
+        handles = self._handles
+        for op in extra:
+            batch.put(op.key, op.value, handles[op.cf])
+        self._commit(batch, sync)
+
+    def _stage(
+        self,
+        batch: WriteBatch,
+        ranges: Sequence[DeleteRange],
+        staged: dict[str, dict[bytes, bytes | None]],
+    ) -> None:
         handles = self._handles
         for r in ranges:
             batch.delete_range(r.begin, r.end, handles[r.cf])
@@ -319,7 +347,6 @@ class RocksStore:
                     batch.delete(key, handle)
                 else:
                     batch.put(key, value, handle)
-        self._commit(batch, sync)
 
     def _commit(self, batch: WriteBatch, sync: bool) -> None:
         if self._db is None:

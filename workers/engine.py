@@ -33,7 +33,13 @@ from workers.streams import Streams
 from workers.sweeper import Sweeper
 from workers.thread import OwnThread
 from workers.timers.schedule import Schedule
-from workers.writer import CONSUME_PART, CONSUME_WEIGHT, GROUP_COMMIT_MAX_ITEMS, Writer
+from workers.writer import (
+    CONSUME_PART,
+    CONSUME_WEIGHT,
+    GROUP_COMMIT_MAX_ITEMS,
+    Changelog,
+    Writer,
+)
 
 log = logging.getLogger("rocktimer.engine")
 
@@ -79,9 +85,11 @@ class Engine:
         clock: Clock | None = None,
         *,
         memory_share: int = 1,
+        changelog: Changelog | None = None,
     ) -> None:
         """``memory_share``: how many engines this process runs (partitions, app/cluster/),
-        each taking that fraction of RocksDB's memory budgets (storage/store.py)."""
+        each taking that fraction of RocksDB's memory budgets (storage/store.py).
+        ``changelog``: the partition is replicated (cluster mode, workers/writer.py)."""
         self.config = config
         self.clock = clock or RealClock()
         self.store = RocksStore(config.data_dir, memory_share=memory_share)
@@ -99,6 +107,7 @@ class Engine:
             on_commit=self._committed,
             min_free_bytes=config.min_free_bytes,
             log_events=config.events,
+            changelog=changelog,
         )
         self.put_queue: queue.Queue[Chunk] = queue.Queue(maxsize=config.put_queue_chunks)
         self.scanner = Scanner(

@@ -38,17 +38,18 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from storage.errors import (
     DiskFullError,
     Overloaded,
+    PartitionUnavailable,
     RocktimerError,
     StorageError,
     WriterStopped,
 )
 from storage.keys import PENDING_KEY, read_u64
-from storage.store import CF, RocksStore
+from storage.store import CF, DeleteRange, RocksStore
 from storage.txn import Txn
 from workers.clock import Clock
 from workers.histogram import Histogram
@@ -80,6 +81,26 @@ DISK_FULL_DETAIL = "the disk is nearly full: new messages are refused until spac
 BROKEN_STORE_DETAIL = "the store cannot write at the moment (disk full or I/O error)"
 BATCH_OPS_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, GROUP_COMMIT_MAX_ITEMS)
 FSYNC_BOUNDS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
+CHANGELOG_WAIT_S = 60.0  # longest a durable reply waits for its changelog record's ack: the
+# changelog itself fails its appends once its lease deadline passes (a few seconds); this
+# only bounds the wait should it not
+CHANGELOG_LOST = "the partition is not served right now: its changelog did not answer; retry"
+
+
+class Changelog(Protocol):
+    """Where a replicated partition's commits go besides its own store (cluster mode,
+    app/cluster/replica/). Every batch written is appended, in commit order; a durable
+    op is answered once the record holding its batch is acknowledged, as well as fsynced."""
+
+    def refusal(self) -> Exception | None:
+        """Why no batch may be written now (this node no longer owns the partition), or
+        None. Checked before each batch: a deposed owner writes nothing more."""
+
+    def append(
+        self, ranges: Sequence[DeleteRange], staged: dict[str, dict[bytes, bytes | None]]
+    ) -> concurrent.futures.Future[int]:
+        """Queue one committed batch (the arguments of its ``write_staged``); the future
+        completes with the changelog seq of the record that holds it, or fails."""
 
 
 class _Loop(OwnThread, abc.ABC):
@@ -197,9 +218,15 @@ class Writer(_Loop):
         on_commit: Callable[[Txn], None] | None = None,
         min_free_bytes: int = 0,
         log_events: bool = True,
+        changelog: Changelog | None = None,
     ) -> None:
+        """``changelog``: the partition is replicated (cluster mode): every batch is
+        appended to it, and none is written once it refuses."""
         super().__init__()
         self.store = store
+        self.changelog = changelog
+        # The append of the last batch written: an op that wrote nothing may answer from it.
+        self._last_append: concurrent.futures.Future[int] | None = None
         self.log_events = log_events  # stage events in each batch (workers/ops/events.py)
         self.clock = clock
         self.queue_size = queue_size
@@ -587,7 +614,9 @@ class Writer(_Loop):
         return results
 
     def _process_batch(self, ops: list[_Op]) -> None:
-        broken = self._healthy_store()
+        broken: Exception | None = self._healthy_store()
+        if broken is None and self.changelog is not None:
+            broken = self.changelog.refusal()
         if broken is not None:
             _complete([(op, False, broken) for op in ops])
             return
@@ -606,6 +635,8 @@ class Writer(_Loop):
             if not txn.empty:
                 total = self.pending_timers + txn.pending_delta
                 txn.commit(total)  # unsynced: the syncer fsyncs (below)
+                if self.changelog is not None:
+                    self._last_append = self.changelog.append(*txn.written())
                 self.pending_timers = total
                 self.cancels_committed += txn.cancels  # only after the write is visible
         except Exception as exc:  # any error, not only StorageError: one that escaped
@@ -623,9 +654,10 @@ class Writer(_Loop):
             except Exception:  # a wake-up or a metric must never kill the writer
                 log.exception("after-commit hook failed")
             if txn.sync or any(op.durable for op in ops):
-                # Replies only once the WAL is fsynced: also a durable op that wrote
-                # nothing (a re-send) may be answering from a write not yet synced.
-                self._syncer.add(results)
+                # Replies only once the WAL is fsynced (and the changelog record
+                # acknowledged): also a durable op that wrote nothing (a re-send) may be
+                # answering from a write not yet synced.
+                self._syncer.add(results, self._last_append)
                 results = []
         finally:
             with self._horizon:
@@ -660,18 +692,23 @@ class Syncer(_Loop):
     def __init__(self, store: RocksStore) -> None:
         super().__init__()
         self.store = store
-        self._waiting: list[list[tuple[_Op, bool, Any]]] = []
+        self._waiting: list[_Synced] = []
         self._busy = False
         self.syncs = 0
         self.fsync_seconds = Histogram(FSYNC_BOUNDS_S)
 
-    def add(self, results: list[tuple[_Op, bool, Any]]) -> None:
-        """Answer these once the WAL is synced (from the writer, after their write)."""
+    def add(
+        self,
+        results: list[tuple[_Op, bool, Any]],
+        appended: concurrent.futures.Future[int] | None = None,
+    ) -> None:
+        """Answer these once the WAL is synced (from the writer, after their write), and
+        ``appended`` (their batch's changelog record, cluster mode) acknowledged."""
         with self._cond:
             if self._thread is None:  # not started (or stopped): sync right here
-                self._sync([results])
+                self._sync([(results, appended)])
                 return
-            self._waiting.append(results)
+            self._waiting.append((results, appended))
             self._cond.notify_all()
 
     def drain(self) -> None:
@@ -696,7 +733,7 @@ class Syncer(_Loop):
                     self._busy = False
                     self._cond.notify_all()
 
-    def _sync(self, batches: list[list[tuple[_Op, bool, Any]]]) -> None:
+    def _sync(self, batches: list[_Synced]) -> None:
         error: Exception | None = None
         if self.store.failed:
             error = StorageError(BROKEN_STORE_DETAIL)
@@ -709,8 +746,27 @@ class Syncer(_Loop):
             except Exception as exc:
                 log.error("WAL sync of %d batches failed: %s", len(batches), exc)
                 error = exc
-        for results in batches:
-            _complete(results if error is None else [(op, False, error) for op, _, _ in results])
+        # The changelog appends were sent at commit, so they ran during the fsync.
+        for results, appended in batches:
+            failed = error if error is not None else _replicated(appended)
+            _complete(results if failed is None else [(op, False, failed) for op, _, _ in results])
+
+
+_Synced = tuple[list[tuple[_Op, bool, Any]], "concurrent.futures.Future[int] | None"]
+
+
+def _replicated(appended: concurrent.futures.Future[int] | None) -> Exception | None:
+    """None once the changelog record acknowledged (or there is no changelog), else why not."""
+    if appended is None:
+        return None
+    try:
+        appended.result(timeout=CHANGELOG_WAIT_S)
+    except concurrent.futures.TimeoutError:
+        log.error("no changelog ack within %.0f s", CHANGELOG_WAIT_S)
+        return PartitionUnavailable(CHANGELOG_LOST)
+    except Exception as exc:  # refused (deposed) or lost: the changelog says which
+        return exc if isinstance(exc, RocktimerError) else PartitionUnavailable(CHANGELOG_LOST)
+    return None
 
 
 def _quick_first(ops: list[_Op]) -> tuple[list[_Op], list[_Op]]:

@@ -1,0 +1,155 @@
+"""A partition's changelog on real NATS JetStream servers: an owner's engine appends every
+group commit, a standby applies them into an identical store, and an owner another node
+fenced can append nothing more."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.cluster.replica import Bus, Replica
+from app.cluster.replica.bus import subject
+from storage.errors import PartitionUnavailable
+from storage.store import CF, RocksStore
+from tests.cluster.replica_support import (
+    TOPIC,
+    K,
+    Loop,
+    dump,
+    engine_config,
+    record,
+    take_over,
+)
+from tests.support.nats import NatsCluster
+from tests.workers.support import stop_within, wait_until
+from workers.engine import Engine
+
+LEASE_MS = 1500  # short: the tests wait for a lease to run out
+
+
+@pytest.fixture
+def nats(tmp_path: Path) -> Iterator[NatsCluster]:
+    with NatsCluster(tmp_path / "nats") as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def bus(nats: NatsCluster) -> Iterator[Bus]:
+    b = Bus.start(nats.urls.split(","), replicas=3, lease_ms=LEASE_MS)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def loop() -> Iterator[Loop]:
+    lp = Loop()
+    yield lp
+    lp.close()
+
+
+class Node:
+    """A partition's replica on one (in-process) node, and the engine it opens as owner."""
+
+    def __init__(self, bus: Bus, root: Path, name: str) -> None:
+        self.deposed: list[int] = []
+        self.path = str(root / name / f"p{K}")
+        self.replica = Replica(
+            bus,
+            K,
+            self.path,
+            node_id=name,
+            advertise="127.0.0.1:1",
+            on_deposed=self.deposed.append,
+        )
+        self.engine: Engine | None = None
+
+    def own(self) -> Engine:
+        changelog = take_over(self.replica, 20.0)
+        self.engine = Engine(engine_config(self.path), changelog=changelog)
+        self.engine.start()
+        return self.engine
+
+    def close(self) -> None:
+        if self.engine is not None:
+            stop_within(self.engine)
+        self.replica.close()
+
+
+@pytest.fixture
+def nodes(bus: Bus, tmp_path: Path) -> Iterator[list[Node]]:
+    made = [Node(bus, tmp_path, name) for name in ("a", "b")]
+    yield made
+    for node in made:
+        node.close()
+
+
+def test_replica_standby_applies_an_identical_store(nodes: list[Node], loop: Loop) -> None:
+    a, b = nodes
+    b.replica.follow()
+    engine = a.own()
+    for i in range(300):
+        loop.run(engine.send(record(f"m{i}", body=os.urandom(i % 50))))
+    batch = [record(f"b{i}") for i in range(500)]  # one request in several group commits
+    loop.run(engine.send_batch(batch))
+    for i in range(0, 300, 7):
+        loop.run(engine.cancel(TOPIC, f"m{i}"))
+    changelog = a.replica.changelog
+    assert changelog is not None
+    assert changelog.records > 1
+    assert b.replica.standby is not None
+    assert b.replica.standby.wait_applied(changelog.last, 20.0)
+    stop_within(engine)  # nothing more written: the stores can be compared
+    a.engine = None
+    copy = RocksStore(a.path)
+    try:
+        owner = list(dump(copy))
+    finally:
+        copy.close()
+    standby = list(dump(b.replica.standby.store))
+    assert len(owner) > 800
+    assert standby == owner
+    # The receipt secret came with the fence: both copies issue the same receipts.
+    assert any(cf == CF.META and key == b"receipt-secret" for cf, key, _ in standby)
+
+
+def test_replica_a_fenced_owner_is_refused_and_rebuilds(
+    nodes: list[Node], loop: Loop, bus: Bus
+) -> None:
+    a, b = nodes
+    b.replica.follow()
+    old = a.own()
+    loop.run(old.send(record("before")))
+    old_changelog = a.replica.changelog
+    assert old_changelog is not None
+    # The owner stops renewing (a paused process would): its lease runs out, b takes over.
+    old_changelog.lease.stop_renewing()
+    new = b.own()
+    new_changelog = b.replica.changelog
+    assert new_changelog is not None
+    assert new_changelog.last > old_changelog.last
+    # Past its lease deadline the old owner refuses every batch without asking NATS ...
+    with pytest.raises(PartitionUnavailable, match="is not served right now"):
+        loop.run(old.send(record("stale")))
+    # ... and an append that got past the gate is refused by the stream: the fence.
+    refused = old_changelog.append((), {CF.META: {b"stale": b"1"}})
+    with pytest.raises(PartitionUnavailable):
+        refused.result(10)
+    assert old_changelog.deposed is not None
+    wait_until(lambda: a.deposed == [K], what="on_deposed")
+    last = bus.call(bus.js.get_last_msg("ROCKTIMER_CHANGELOG", subject(K)), 5)
+    assert last.seq == new_changelog.last  # the stale record never landed
+    # The new owner has what the old one acknowledged, and goes on.
+    loop.run(new.send(record("after")))
+    assert new.status(TOPIC, "before").record is not None
+    # The deposed node drops its copy and rebuilds it from the stream as a standby.
+    stop_within(old)
+    a.engine = None
+    a.replica.demote()
+    standby = a.replica.standby
+    assert standby is not None
+    assert standby.wait_applied(new_changelog.last, 20.0)
+    assert standby.store.get(CF.META, b"stale") is None
+    assert new.status(TOPIC, "after").record is not None
