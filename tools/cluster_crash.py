@@ -33,6 +33,7 @@ exact checks through a front node; every node's /readyz must report no pending t
 
 from __future__ import annotations
 
+import concurrent.futures
 import random
 import sys
 import threading
@@ -44,10 +45,12 @@ from typing import TextIO
 import httpx
 from nats.errors import Error as NatsError
 
-from tests.reliability.ledger import Msg, now_ms
+from tests.reliability.ledger import Msg, messages_path, now_ms
 from tests.reliability.load import (
     TOPICS,
     Phase,
+    Reply,
+    call,
     guarded,
     http,
     send_items,
@@ -60,6 +63,7 @@ from tools.crash_loop import (
     LOG_MARKERS_SERVER,
     MIN_KILL_S,
     SERVER_ENV,
+    STATUS_THREADS,
     Config,
     CrashLoop,
     RunFailed,
@@ -87,6 +91,7 @@ DUE_IN_FAILOVER = 40  # messages of that batch
 STALE_SENDS = 12  # sends queued at a paused owner
 STALE_TIMEOUT_S = 90.0  # they wait out the pause
 PAUSE_PAST_LEASE_S = 1.0  # a pause lasts until the failover, and at least lease + this
+STABLE_LEASES = 3  # before the final read, no owner changed for this many leases
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,56 @@ class ClusterCrashLoop(CrashLoop):
         self.stopped(owner.stop())
         self.spawn(owner)
         self.settle()
+        self.wait_stable()
+
+    def wait_stable(self) -> None:
+        """Until no partition changed owner for STABLE_LEASES leases: nodes hand partitions
+        back to a node that rejoined, and the final read must not meet a handover (a
+        receive whose reply is lost leaves its messages invisible for the rest of the run)."""
+        quiet_s = STABLE_LEASES * self.lease_s
+        deadline = time.monotonic() + SETTLE_S + quiet_s
+        last, since = self.cluster.owners(), time.monotonic()
+        while time.monotonic() - since < quiet_s:
+            if time.monotonic() > deadline:
+                raise RunFailed(f"owners still moving after {SETTLE_S + quiet_s:.0f}s: {last}")
+            time.sleep(0.2)
+            now = self.cluster.owners()
+            if {k: (o.node, o.epoch) for k, o in now.items()} != {
+                k: (o.node, o.epoch) for k, o in last.items()
+            } or len(now) < self.cluster.partitions:
+                last, since = now, time.monotonic()
+
+    def statuses(self, c: httpx.Client, msgs: Sequence[Msg]) -> list[tuple[Msg, Reply]]:
+        """The base loop's GETs, patient: a partition between owners answers 503 for a
+        while (a GET changes nothing, so asking again is always safe)."""
+        deadline = time.monotonic() + SETTLE_S
+
+        def get(m: Msg) -> tuple[Msg, Reply]:
+            while True:
+                r = call(c, "GET", messages_path(m.topic, m.msg_id))
+                if r is not None:
+                    return m, r
+                if time.monotonic() > deadline:
+                    raise RunFailed(f"GET {m.topic}/{m.msg_id}: no answer for {SETTLE_S}s")
+                time.sleep(PROBE_PAUSE_S)
+
+        with concurrent.futures.ThreadPoolExecutor(STATUS_THREADS) as pool:
+            return list(pool.map(get, msgs))
+
+    def recover(self) -> None:
+        """The base loop's recovery, again while a partition is between owners: each pass
+        resends only what is still unanswered, and a resend whose reply is lost is simply
+        unanswered again (its next pass GETs it first, as the first did)."""
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            try:
+                super().recover()
+                return
+            except RunFailed:
+                if time.monotonic() > deadline:
+                    raise
+                self.ledger.count("recovery_passes")
+                time.sleep(PROBE_PAUSE_S)
 
     def stop_clean(self) -> None:
         for node in self.cluster.live():
