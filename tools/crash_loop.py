@@ -298,7 +298,19 @@ class Summary:
                 [
                     f"  failover (disruption to the next 201 on its partitions): "
                     f"p50 {sorted(self.failover_s)[len(self.failover_s) // 2]:.2f}s, "
-                    f"max {max(self.failover_s):.2f}s over {len(self.failover_s)}"
+                    f"max {max(self.failover_s):.2f}s over {len(self.failover_s)}",
+                    f"  cluster: {s['due_in_failover']} messages due during failovers, "
+                    f"{s['failover_probes']} probe sends, sends queued at a paused owner "
+                    "answered "
+                    + (
+                        ", ".join(
+                            f"{k.removeprefix('paused_owner_')}: {n}"
+                            for k, n in sorted(s.items())
+                            if k.startswith("paused_owner_")
+                        )
+                        or "-"
+                    )
+                    + f", {s['records_after_fence']} records after a new owner's fence",
                 ]
                 if self.failover_s
                 else []

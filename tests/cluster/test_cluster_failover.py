@@ -12,6 +12,8 @@ import pytest
 from tests.cluster.loop import run_loop
 from tools import cluster_crash
 
+PAUSE_LEASE_MS = 1_500  # the pause outlasts it; short, to keep the test short
+
 
 @pytest.mark.slow
 def test_cluster_owner_killed_partition_writable_again_nothing_acknowledged_lost(
@@ -30,7 +32,9 @@ def test_cluster_owner_killed_partition_writable_again_nothing_acknowledged_lost
 
 @pytest.mark.slow
 def test_cluster_owner_paused_past_its_lease_never_answers_a_stale_201(tmp_path: Path) -> None:
-    summary, report = run_loop(tmp_path, [cluster_crash.PAUSE_OWNER], cycles=1, load_s=2.0)
+    summary, report = run_loop(
+        tmp_path, [cluster_crash.PAUSE_OWNER], cycles=1, load_s=2.0, lease_ms=PAUSE_LEASE_MS
+    )
     stats = summary.stats
     # Sends queued at the frozen owner were answered after SIGCONT by forwarding (200: the
     # new owner had the id, 201: it had not) or 503 + Retry-After (unknown, resent later):

@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from nats.js import JetStreamContext
+from nats.js.api import PubAck
 
 from tests.support.process import HOST, ServerProcess, free_port
 
@@ -70,20 +71,22 @@ def server_config(
     """A ``nats-server`` config file: client, cluster and monitoring ports on loopback,
     JetStream on ``store_dir``. ``sync_interval`` is JetStream's fsync policy: None is the
     server's default (an fsync every 2 minutes), ``"always"`` fsyncs every write."""
-    sync = f"\n  sync_interval: {sync_interval}" if sync_interval else ""
+    # quoted: unquoted, "2m" would be read as a number (2 million), not a duration
+    sync = f'\n  sync_interval: "{sync_interval}"' if sync_interval else ""
     route_urls = ", ".join(f'"nats-route://{HOST}:{p}"' for p in routes)
+    cluster = f"""cluster {{
+  name: {CLUSTER_NAME}
+  listen: "{HOST}:{cluster_port}"
+  routes: [{route_urls}]
+}}
+"""
     return f"""server_name: {name}
 listen: "{HOST}:{port}"
 http: "{HOST}:{monitor_port}"
 jetstream {{
   store_dir: "{store_dir}"{sync}
 }}
-cluster {{
-  name: {CLUSTER_NAME}
-  listen: "{HOST}:{cluster_port}"
-  routes: [{route_urls}]
-}}
-"""
+{cluster if routes else ""}"""
 
 
 class NatsServer(ServerProcess):
@@ -97,6 +100,7 @@ class NatsServer(ServerProcess):
         self.conf_path = folder / "nats.conf"
         self.conf_path.write_text(config)
         argv = [nats_server_binary(), "--config", str(self.conf_path)]
+        self.clustered = "cluster {" in config  # else a server alone: no meta group
         super().__init__(name, argv, {}, port, "/healthz", folder / "nats.log")
         self.store_dir = folder / "jetstream"
 
@@ -119,7 +123,9 @@ class NatsServer(ServerProcess):
     def answers(self) -> bool:
         """JetStream is up on this server and it knows the meta leader."""
         health = self.monitor("/healthz")
-        return bool(health and health.get("status") == "ok") and self.meta_leader() is not None
+        if not (health and health.get("status") == "ok"):
+            return False
+        return not self.clustered or self.meta_leader() is not None
 
     def meta_leader(self) -> str | None:
         jsz = self.monitor("/jsz")
@@ -178,11 +184,11 @@ class NatsCluster:
             live = self.running()
             for s in live:
                 s.check_alive()
-            leaders = {s.meta_leader() for s in live}
+            leaders = {s.meta_leader() for s in live if s.clustered}
             if (
                 live
                 and None not in leaders
-                and len(leaders) == 1
+                and len(leaders) <= 1
                 and all(s.answers() for s in live)
             ):
                 return time.monotonic() - started
@@ -241,6 +247,27 @@ def run_client(urls: str, work: Callable[[JetStreamContext], Awaitable[T]]) -> T
             await nc.close()
 
     return asyncio.run(main())
+
+
+async def publish(
+    js: JetStreamContext,
+    subject: str,
+    data: bytes,
+    headers: dict[str, str] | None = None,
+    timeout_s: float = READY_TIMEOUT_S,
+) -> PubAck:
+    """A JetStream publish, again while the stream has no leader: a stream just created,
+    or whose leader's server died, answers "no responders" until its replicas elect one."""
+    from nats.js.errors import NoStreamResponseError
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return await js.publish(subject, data, headers=headers)
+        except (NoStreamResponseError, TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
 
 
 @dataclass(frozen=True)
