@@ -337,6 +337,20 @@ def changelog(urls: str, partition: int, after_seq: int = 0) -> list[Record]:
     return run_client(urls, read)
 
 
+def last_seq(urls: str, partition: int) -> int:
+    """The seq of the last record on partition ``partition``'s changelog subject (0: none)."""
+    from nats.js.errors import NotFoundError
+
+    async def read(js: JetStreamContext) -> int:
+        try:
+            msg = await js.get_last_msg(CHANGELOG_STREAM, f"rocktimer.changelog.{partition}")
+        except NotFoundError:
+            return 0
+        return msg.seq or 0
+
+    return run_client(urls, read)
+
+
 def stream_peers(urls: str, stream: str) -> tuple[int, str | None, dict[str, bool]]:
     """(configured replicas, the leader's server name, each other peer -> current) of a
     stream: where its copies are and which followers have caught up."""
