@@ -109,6 +109,7 @@ class Lease:
         self.deadline = sent_at + self.lease_s  # monotonic
         self.lost: str | None = None  # why another node has it now
         self.last_seq: Callable[[], int | None] = lambda: None  # see Changelog
+        self.on_lost: Callable[[str], None] = lambda why: None  # see Changelog
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -121,7 +122,8 @@ class Lease:
         sent = time.monotonic()
         try:
             revision = await bus.owners.create(lease_key(k), value)
-        except nats.js.errors.KeyWrongLastSequenceError:
+        except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.KeyNotFoundError):
+            # held; or it expired just as create looked (nats-py's create then reads it)
             return None
         lease = cls(bus, k, value, revision, sent)
         lease._task = asyncio.get_running_loop().create_task(lease._renew_forever())
@@ -145,28 +147,33 @@ class Lease:
         """The key changed under us: another node holds it (lost), or it expired."""
         try:
             entry = await self.bus.owners.get(self.key)
-        except nats.js.errors.KeyNotFoundError:  # expired (or deleted): nobody holds it
+        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
+            # expired (or released): nobody holds it
             entry = None
         if entry is not None:
             if entry.value == self.value and entry.revision is not None:  # our renewal landed
                 self.revision = entry.revision
                 self.deadline = sent + self.lease_s
             else:
-                self.lost = "another node holds its lease"
+                self._lose("another node holds its lease")
             return
         ours = self.last_seq()
         if ours is None:  # a record is in flight: its outcome decides; try again next tick
             return
         try:
             revision = await self.bus.owners.create(self.key, self.value)
-        except nats.js.errors.KeyWrongLastSequenceError:
-            return  # taken meanwhile: the next tick finds out by whom
+        except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.KeyNotFoundError):
+            return  # taken meanwhile (or expiring as it looked): the next tick finds out
         if await last_seq(self.bus, self.k) != ours:
-            self.lost = "its changelog moved on while its lease had lapsed"
+            self._lose("its changelog moved on while its lease had lapsed")
             return
         self.revision = revision
         self.deadline = sent + self.lease_s
         log.warning("lease of p%d taken again after it had lapsed", self.k)
+
+    def _lose(self, why: str) -> None:
+        self.lost = why
+        self.on_lost(why)
 
     async def release(self) -> None:
         """Stop renewing and delete the key, so that another node need not wait the TTL."""
@@ -215,7 +222,7 @@ class Changelog:
         self._flushing = False
         self._token = uuid.uuid4().hex[:16]
         lease.last_seq = lambda: None if self._flushing else self.last
-        self._watch = bus.submit(self._watch_lease())
+        lease.on_lost = self._depose
 
     # --- the writer's side (workers/writer.py Changelog) --------------------------------
 
@@ -285,14 +292,6 @@ class Changelog:
             give_up=lambda: self.lease.lost is not None or self.deposed is not None,
         )
 
-    async def _watch_lease(self) -> None:
-        """Depose on a lost lease (another node holds it)."""
-        while self.deposed is None:
-            if self.lease.lost is not None:
-                self._depose(self.lease.lost)
-                return
-            await asyncio.sleep(0.05)
-
     def _fail(self, taken: list[_Pending]) -> None:
         for _, _, future in taken:
             if not future.done():
@@ -318,7 +317,6 @@ class Changelog:
         deadline = time.monotonic() + CLOSE_FLUSH_S
         while self._flushing and self.deposed is None and time.monotonic() < deadline:
             time.sleep(0.01)
-        self._watch.cancel()
         with contextlib.suppress(Exception):
             self.bus.call(self.lease.release(), API_TIMEOUT_S * 2)
 
