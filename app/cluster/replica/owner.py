@@ -35,6 +35,7 @@ from app.cluster.replica import codec
 from app.cluster.replica.bus import API_TIMEOUT_S, STREAM, Bus, subject
 from storage.errors import PartitionUnavailable
 from storage.store import DeleteRange
+from workers.histogram import Histogram
 
 log = logging.getLogger("rocktimer.cluster")
 
@@ -45,6 +46,7 @@ DEPOSED = "partition p{k} is not served right now: this node no longer owns it; 
 LAPSED = "partition p{k} is not served right now: its owner's lease is being renewed; retry"
 RETRY_S = 0.1  # between attempts of an append or a renewal NATS did not answer
 CLOSE_FLUSH_S = 10.0  # a clean stop waits this long for the last records' acks
+APPEND_BOUNDS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5)
 
 
 def lease_key(k: int) -> str:
@@ -215,8 +217,9 @@ class Changelog:
         self.on_deposed = on_deposed
         self.writer = (node, epoch)
         self.deposed: str | None = None
-        self.records = 0
-        self.appends = 0
+        self.records = 0  # records sent (each part of a large body is one)
+        self.appends = 0  # commits appended
+        self.append_seconds = Histogram(APPEND_BOUNDS_S)  # a record's publish to its ack
         self._lock = threading.Lock()
         self._pending: list[_Pending] = []
         self._flushing = False
@@ -282,7 +285,8 @@ class Changelog:
 
     async def _append(self, payload: bytes) -> int | None:
         self.records += 1
-        return await publish(
+        started = time.perf_counter()
+        seq = await publish(
             self.bus,
             self.k,
             payload,
@@ -291,6 +295,8 @@ class Changelog:
             writer=self.writer,
             give_up=lambda: self.lease.lost is not None or self.deposed is not None,
         )
+        self.append_seconds.observe(time.perf_counter() - started)
+        return seq
 
     def _fail(self, taken: list[_Pending]) -> None:
         for _, _, future in taken:
