@@ -20,7 +20,7 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType, StreamConfig
+from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType, StreamConfig
 from nats.js.kv import KeyValue
 
 log = logging.getLogger("rocktimer.cluster")
@@ -30,6 +30,7 @@ T = TypeVar("T")
 STREAM = "ROCKTIMER_CHANGELOG"
 SUBJECT_PREFIX = "rocktimer.changelog."
 OWNERS_BUCKET = "rocktimer_owners"
+SNAPSHOT_BUCKET = "rocktimer_snapshots"  # object store: a partition's latest snapshot
 CONNECT_TIMEOUT_S = 2.0  # one server's TCP connect; every URL is tried
 START_TIMEOUT_S = 30.0  # connect and create the stream and bucket (a fresh cluster elects first)
 API_TIMEOUT_S = 2.0  # one JetStream request (publish ack, KV update, stream get)
@@ -114,6 +115,12 @@ class Bus:
                 await self._js.add_stream(config)
             except nats.js.errors.BadRequestError:  # another node created it meanwhile
                 await self._js.stream_info(STREAM)
+        try:
+            await self._js.object_store(SNAPSHOT_BUCKET)
+        except nats.js.errors.BucketNotFoundError:
+            await self._js.create_object_store(
+                SNAPSHOT_BUCKET, ObjectStoreConfig(replicas=self.replicas)
+            )
         lease_s = self.lease_ms / 1000
         try:
             self._owners = await self._js.key_value(OWNERS_BUCKET)

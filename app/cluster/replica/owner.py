@@ -42,6 +42,7 @@ log = logging.getLogger("rocktimer.cluster")
 WRONG_LAST_SEQUENCE = (10071, 10164)  # JSStreamWrongLastSequence(Constant)Err
 NODE_HEADER = "Rocktimer-Node"  # every record says which node appended it
 EPOCH_HEADER = "Rocktimer-Epoch"  # and under which ownership (the fence's epoch)
+PREV_HEADER = "Rocktimer-Prev"  # and the seq of the record before it (snapshot.py: gaps)
 DEPOSED = "partition p{k} is not served right now: this node no longer owns it; retry"
 LAPSED = "partition p{k} is not served right now: its owner's lease is being renewed; retry"
 RETRY_S = 0.1  # between attempts of an append or a renewal NATS did not answer
@@ -80,6 +81,7 @@ async def publish(
         Header.EXPECTED_LAST_SUBJECT_SEQUENCE.value: str(expected),
         NODE_HEADER: writer[0],
         EPOCH_HEADER: str(writer[1]),
+        PREV_HEADER: str(expected),
     }
     while True:
         try:
