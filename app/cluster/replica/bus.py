@@ -42,6 +42,20 @@ class BusError(Exception):
     """NATS cannot be reached or refuses to set up the changelog (one line for the log)."""
 
 
+async def _connection_error(exc: Exception) -> None:
+    """A NATS server going away is expected (a restart, a failover): the client reconnects
+    to another; one line, not nats-py's default error with a traceback."""
+    log.warning("NATS connection: %s", exc or type(exc).__name__)
+
+
+async def _disconnected() -> None:
+    log.warning("NATS disconnected: reconnecting")
+
+
+async def _reconnected() -> None:
+    log.warning("NATS reconnected")
+
+
 def subject(k: int) -> str:
     return f"{SUBJECT_PREFIX}{k}"
 
@@ -99,6 +113,9 @@ class Bus:
             max_reconnect_attempts=-1,  # forever: a server restart must not end the node
             allow_reconnect=True,
             name="rocktimer",
+            error_cb=_connection_error,
+            disconnected_cb=_disconnected,
+            reconnected_cb=_reconnected,
         )
         self._js = self._nc.jetstream(timeout=API_TIMEOUT_S)
         config = StreamConfig(

@@ -46,6 +46,7 @@ PREV_HEADER = "Rocktimer-Prev"  # and the seq of the record before it (snapshot.
 DEPOSED = "partition p{k} is not served right now: this node no longer owns it; retry"
 LAPSED = "partition p{k} is not served right now: its owner's lease is being renewed; retry"
 RETRY_S = 0.1  # between attempts of an append or a renewal NATS did not answer
+LOG_EVERY = 20  # attempts of one append between two log lines about it
 CLOSE_FLUSH_S = 10.0  # a clean stop waits this long for the last records' acks
 APPEND_BOUNDS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5)
 
@@ -83,6 +84,7 @@ async def publish(
         EPOCH_HEADER: str(writer[1]),
         PREV_HEADER: str(expected),
     }
+    attempt = 0
     while True:
         try:
             ack = await bus.js.publish(
@@ -92,9 +94,12 @@ async def publish(
         except nats.js.errors.APIError as exc:
             if exc.err_code in WRONG_LAST_SEQUENCE:
                 return None
-            log.warning("changelog append to p%d failed: %s; retrying", k, exc)
+            failure: object = exc
         except Exception as exc:  # timeouts, no responders, reconnecting
-            log.warning("changelog append to p%d unanswered (%s); retrying", k, exc or type(exc))
+            failure = exc or type(exc).__name__
+        if attempt % LOG_EVERY == 0:
+            log.warning("changelog append to p%d not acknowledged (%s); retrying", k, failure)
+        attempt += 1
         if give_up():
             raise PartitionUnavailable(DEPOSED.format(k=k))
         await asyncio.sleep(RETRY_S)
@@ -276,7 +281,7 @@ class Changelog:
                         break
                     self.last = seq
             except Exception as exc:  # gave up (lease lost) or could not encode
-                log.error("changelog of p%d: %s", self.k, exc)
+                log.warning("changelog of p%d: %s", self.k, exc)
                 seq = None
             if seq is None:
                 self._depose("its changelog append was refused: another node took it over")

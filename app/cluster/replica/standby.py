@@ -112,7 +112,7 @@ class Standby:
                 if self._parts:  # read the unfinished run again
                     self._parts.clear()
                     self.applied = self._parts_from
-                log.error("standby p%d: %s; reading again from %d", self.k, exc, self.applied + 1)
+                log.warning("standby p%d: %s; reading again from %d", self.k, exc, self.applied + 1)
                 await asyncio.sleep(RESUBSCRIBE_S)
 
     async def _read(self) -> None:
@@ -223,7 +223,11 @@ class Standby:
         def done(future: concurrent.futures.Future[None]) -> None:
             shutil.rmtree(work, ignore_errors=True)
             if future.cancelled() or future.exception() is not None:
-                log.error("p%d: snapshot upload failed: %s", self.k, future.exception())
+                log.warning(
+                    "p%d: snapshot upload failed (the next one retries): %s",
+                    self.k,
+                    future.exception(),
+                )
             else:
                 self.snapshots += 1
 
