@@ -24,7 +24,8 @@ from tests.cluster.replica_support import (
     record,
     take_over,
 )
-from tests.support.nats import NatsCluster, changelog
+from tests.support.nats import NatsCluster
+from tests.support.nats import changelog as changelog_records
 from tests.workers.support import stop_within, wait_until
 from workers.engine import Engine
 
@@ -87,7 +88,9 @@ def nodes(bus: Bus, tmp_path: Path) -> Iterator[list[Node]]:
         node.close()
 
 
-def test_replica_standby_applies_an_identical_store(nodes: list[Node], loop: Loop) -> None:
+def test_replica_standby_applies_an_identical_store(
+    nodes: list[Node], loop: Loop, nats: NatsCluster
+) -> None:
     a, b = nodes
     b.replica.follow()
     engine = a.own()
@@ -97,11 +100,15 @@ def test_replica_standby_applies_an_identical_store(nodes: list[Node], loop: Loo
     loop.run(engine.send_batch(batch))
     for i in range(0, 300, 7):
         loop.run(engine.cancel(TOPIC, f"m{i}"))
+    # One commit larger than a NATS message: appended as parts, joined by the standby.
+    loop.run(engine.send(record("large", body=os.urandom(3 * 1024 * 1024))))
     changelog = a.replica.changelog
     assert changelog is not None
-    assert changelog.records > 1
     assert b.replica.standby is not None
     assert b.replica.standby.wait_applied(changelog.last, 20.0)
+    kinds = [r.data[:1] for r in changelog_records(nats.urls, K)]
+    assert kinds.count(b"P") >= 2  # the large commit took several records
+    assert kinds.count(b"L") == 1
     stop_within(engine)  # nothing more written: the stores can be compared
     a.engine = None
     copy = RocksStore(a.path)
@@ -140,7 +147,7 @@ def test_replica_a_fenced_owner_is_refused_and_rebuilds(
         refused.result(10)
     assert old_changelog.deposed is not None
     wait_until(lambda: a.deposed == [K], what="on_deposed")
-    writers = [r.node for r in changelog(nats.urls, K)]
+    writers = [r.node for r in changelog_records(nats.urls, K)]
     assert writers[writers.index("b") :].count("a") == 0  # nothing of a's after b's fence
     # The new owner has what the old one acknowledged, and goes on.
     loop.run(new.send(record("after")))
