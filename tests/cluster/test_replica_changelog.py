@@ -138,6 +138,8 @@ def test_replica_a_fenced_owner_is_refused_and_rebuilds(
     new_changelog = b.replica.changelog
     assert new_changelog is not None
     assert new_changelog.last > old_changelog.last
+    assert b.replica.serving
+    assert not a.replica.serving  # reads too: the router stops answering from a's copy
     # Past its lease deadline the old owner refuses every batch without asking NATS ...
     with pytest.raises(PartitionUnavailable, match="is not served right now"):
         loop.run(old.send(record("stale")))

@@ -64,6 +64,14 @@ class Replica:
         self.changelog: Changelog | None = None
 
     @property
+    def serving(self) -> bool:
+        """This node owns the partition and may answer for it right now: its lease is
+        within its deadline and no append was refused. Check it before answering a read
+        from the copy too (a paused owner resumed past its lease must not)."""
+        changelog = self.changelog
+        return changelog is not None and changelog.refusal() is None
+
+    @property
     def applied_seq(self) -> int:
         return self.standby.applied if self.standby is not None else 0
 
