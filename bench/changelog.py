@@ -10,8 +10,13 @@ of BATCH; the figures are each side's rate, its reply latency (p50/p99), and its
 the engine alone (the median of the rounds' ratios). For the cluster sides also the
 records appended and a record's publish-to-ack time (mean; the bucket of the p99).
 
+With ``--rebuild N``: the rebuild of a partition holding N batch sends of BATCH messages,
+from the stream alone (a standby reading every record from the first) beside the same copy
+restored from a snapshot (app/cluster/replica/snapshot.py), in alternating rounds.
+
     python -m bench.changelog                 # ROUNDS rounds
     python -m bench.changelog --rounds 3 --window 0.5
+    python -m bench.changelog --rebuild 50 --rounds 3
 """
 
 from __future__ import annotations
@@ -19,15 +24,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import os
 import statistics
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.cluster.replica import Bus, Replica
+from app.cluster.replica import Bus, Replica, snapshot
+from app.cluster.replica.standby import Standby
 from bench.stats import percentile
 from storage.records import MessageRecord
+from storage.store import RocksStore
 from tests.support.nats import NatsCluster
 from workers.engine import Engine, EngineConfig
 
@@ -35,6 +43,7 @@ ROUNDS = 6
 WINDOW_S = 1.0
 PRODUCERS = 16  # concurrent single senders (group commit gathers them)
 BATCH = 1000
+BODY_BYTES = 100  # random: as little compressible as real payloads
 FAR_MS = 4_000_000_000_000  # never due during the bench
 LEASE_MS = 4000
 
@@ -69,7 +78,11 @@ class Side:
 
 def _record(n: int, prefix: str) -> MessageRecord:
     return MessageRecord(
-        topic="bench", msg_id=f"{prefix}{n}", deliver_at_ms=FAR_MS, created_at_ms=0, body=b"x" * 100
+        topic="bench",
+        msg_id=f"{prefix}{n}",
+        deliver_at_ms=FAR_MS,
+        created_at_ms=0,
+        body=os.urandom(BODY_BYTES),
     )
 
 
@@ -154,7 +167,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--window", type=float, default=WINDOW_S)
+    parser.add_argument("--rebuild", type=int, default=0, metavar="N")
     args = parser.parse_args()
+    if args.rebuild:
+        rebuild(args.rebuild, args.rounds)
+        return
     with tempfile.TemporaryDirectory(prefix="rt-changelog-") as tmp:
         root = Path(tmp)
         with (
@@ -184,6 +201,71 @@ async def _rounds(sides: list[Side], rounds: int, window_s: float) -> None:
         for s in sides:
             s.single.append(singles[s.name])
             s.batch.append(batches[s.name])
+
+
+def _du(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def rebuild(batches: int, rounds: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="rt-rebuild-") as tmp:
+        root = Path(tmp)
+        with NatsCluster(root / "nats") as cluster:
+            owner = _owner(root, "owner", cluster.urls)
+            assert owner.bus is not None
+            assert owner.replica is not None
+            bus = owner.bus
+
+            async def fill() -> None:
+                for i in range(batches):
+                    await owner.engine.send_batch([_record(n, f"f{i}-") for n in range(BATCH)])
+
+            try:
+                asyncio.run(fill())
+                changelog = owner.replica.changelog
+                assert changelog is not None
+                last = changelog.last
+                records = changelog.records
+                # The snapshot of a standby's copy, stored under another partition's name
+                # (partition 0's records stay: the replay rounds read them all).
+                first = Standby(bus, 0, str(root / "first"), snapshot_every=10**12)
+                first.wait_applied(last, 600)
+                seq = first.applied
+                tar = snapshot.pack(first.store, seq, str(root))
+                bus.call(snapshot.upload(bus, 1, tar, seq), 600)
+                first.close()
+                replay: list[float] = []
+                restore: list[float] = []
+                for r in range(rounds):
+                    for kind in ("replay", "restore") if r % 2 == 0 else ("restore", "replay"):
+                        path = root / f"{kind}{r}"
+                        started = time.perf_counter()
+                        if kind == "replay":
+                            standby = Standby(bus, 0, str(path), snapshot_every=10**12)
+                            standby.wait_applied(last, 600)
+                            replay.append(time.perf_counter() - started)
+                            standby.close()
+                        else:
+                            snapshot.restore(bus, 1, str(path))
+                            RocksStore(str(path)).close()
+                            restore.append(time.perf_counter() - started)
+                size = _du(root / "first")
+                messages = batches * BATCH
+                rp, rs = statistics.median(replay), statistics.median(restore)
+                print(
+                    f"rebuild of {messages} messages ({records} records, copy {size / 1e6:.1f} MB),"
+                    f" median of {rounds} rounds:"
+                )
+                print(
+                    f"  from the stream:   {rp:6.2f} s  {records / rp:8.0f} records/s"
+                    f"  {messages / rp:8.0f} messages/s"
+                )
+                print(
+                    f"  from the snapshot: {rs:6.2f} s  {size / rs / 1e6:8.1f} MB/s"
+                    f"  {messages / rs:8.0f} messages/s  (x{rp / rs:.1f} faster)"
+                )
+            finally:
+                owner.close()
 
 
 if __name__ == "__main__":

@@ -48,10 +48,6 @@ async def _connection_error(exc: Exception) -> None:
     log.warning("NATS connection: %s", exc or type(exc).__name__)
 
 
-async def _disconnected() -> None:
-    log.warning("NATS disconnected: reconnecting")
-
-
 async def _reconnected() -> None:
     log.warning("NATS reconnected")
 
@@ -72,6 +68,7 @@ class Bus:
         self._nc: Client | None = None
         self._js: JetStreamContext | None = None
         self._owners: KeyValue | None = None
+        self._closing = False
 
     @classmethod
     def start(cls, urls: list[str], *, replicas: int, lease_ms: int) -> Bus:
@@ -114,7 +111,7 @@ class Bus:
             allow_reconnect=True,
             name="rocktimer",
             error_cb=_connection_error,
-            disconnected_cb=_disconnected,
+            disconnected_cb=self._disconnected,
             reconnected_cb=_reconnected,
         )
         self._js = self._nc.jetstream(timeout=API_TIMEOUT_S)
@@ -146,6 +143,10 @@ class Bus:
                 KeyValueConfig(bucket=OWNERS_BUCKET, ttl=lease_s, replicas=self.replicas, history=1)
             )
 
+    async def _disconnected(self) -> None:
+        if not self._closing:
+            log.warning("NATS disconnected: reconnecting")
+
     def call(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
         """Run ``coro`` on the NATS loop and wait for it (at most ``timeout_s``)."""
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -160,6 +161,7 @@ class Bus:
 
     def close(self) -> None:
         """Drain the connection and stop the loop thread."""
+        self._closing = True
         if self._nc is not None and self._thread.is_alive():
             try:
                 self.call(self._nc.close(), API_TIMEOUT_S * 2)
