@@ -89,7 +89,12 @@ def test_a_node_with_another_number_of_partitions_says_so_and_exits_2(
     other = Node("node2", tmp_path, nats_cluster.urls, {"ROCKTIMER_PARTITIONS": "4"})
     try:
         first.spawn()
-        wait_until("node1 ready", lambda: first.answers() or first.check_alive(), NODE_READY_S)
+
+        def ready() -> bool | None:
+            first.check_alive()
+            return first.answers() or None
+
+        wait_until("node1 ready", ready, NODE_READY_S)  # the cluster's P is recorded
         other.spawn()
         assert other.proc is not None
         code = other.proc.wait(timeout=60)
