@@ -35,6 +35,7 @@ from app.cluster.replica import codec
 from app.cluster.replica.bus import API_TIMEOUT_S, STREAM, Bus, subject
 from storage.errors import PartitionUnavailable
 from storage.store import DeleteRange
+from workers.histogram import Histogram
 
 log = logging.getLogger("rocktimer.cluster")
 
@@ -45,6 +46,7 @@ DEPOSED = "partition p{k} is not served right now: this node no longer owns it; 
 LAPSED = "partition p{k} is not served right now: its owner's lease is being renewed; retry"
 RETRY_S = 0.1  # between attempts of an append or a renewal NATS did not answer
 CLOSE_FLUSH_S = 10.0  # a clean stop waits this long for the last records' acks
+APPEND_BOUNDS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5)
 
 
 def lease_key(k: int) -> str:
@@ -109,6 +111,7 @@ class Lease:
         self.deadline = sent_at + self.lease_s  # monotonic
         self.lost: str | None = None  # why another node has it now
         self.last_seq: Callable[[], int | None] = lambda: None  # see Changelog
+        self.on_lost: Callable[[str], None] = lambda why: None  # see Changelog
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -121,7 +124,8 @@ class Lease:
         sent = time.monotonic()
         try:
             revision = await bus.owners.create(lease_key(k), value)
-        except nats.js.errors.KeyWrongLastSequenceError:
+        except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.KeyNotFoundError):
+            # held; or it expired just as create looked (nats-py's create then reads it)
             return None
         lease = cls(bus, k, value, revision, sent)
         lease._task = asyncio.get_running_loop().create_task(lease._renew_forever())
@@ -145,28 +149,33 @@ class Lease:
         """The key changed under us: another node holds it (lost), or it expired."""
         try:
             entry = await self.bus.owners.get(self.key)
-        except nats.js.errors.KeyNotFoundError:  # expired (or deleted): nobody holds it
+        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
+            # expired (or released): nobody holds it
             entry = None
         if entry is not None:
             if entry.value == self.value and entry.revision is not None:  # our renewal landed
                 self.revision = entry.revision
                 self.deadline = sent + self.lease_s
             else:
-                self.lost = "another node holds its lease"
+                self._lose("another node holds its lease")
             return
         ours = self.last_seq()
         if ours is None:  # a record is in flight: its outcome decides; try again next tick
             return
         try:
             revision = await self.bus.owners.create(self.key, self.value)
-        except nats.js.errors.KeyWrongLastSequenceError:
-            return  # taken meanwhile: the next tick finds out by whom
+        except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.KeyNotFoundError):
+            return  # taken meanwhile (or expiring as it looked): the next tick finds out
         if await last_seq(self.bus, self.k) != ours:
-            self.lost = "its changelog moved on while its lease had lapsed"
+            self._lose("its changelog moved on while its lease had lapsed")
             return
         self.revision = revision
         self.deadline = sent + self.lease_s
         log.warning("lease of p%d taken again after it had lapsed", self.k)
+
+    def _lose(self, why: str) -> None:
+        self.lost = why
+        self.on_lost(why)
 
     async def release(self) -> None:
         """Stop renewing and delete the key, so that another node need not wait the TTL."""
@@ -208,14 +217,15 @@ class Changelog:
         self.on_deposed = on_deposed
         self.writer = (node, epoch)
         self.deposed: str | None = None
-        self.records = 0
-        self.appends = 0
+        self.records = 0  # records sent (each part of a large body is one)
+        self.appends = 0  # commits appended
+        self.append_seconds = Histogram(APPEND_BOUNDS_S)  # a record's publish to its ack
         self._lock = threading.Lock()
         self._pending: list[_Pending] = []
         self._flushing = False
         self._token = uuid.uuid4().hex[:16]
         lease.last_seq = lambda: None if self._flushing else self.last
-        self._watch = bus.submit(self._watch_lease())
+        lease.on_lost = self._depose
 
     # --- the writer's side (workers/writer.py Changelog) --------------------------------
 
@@ -275,7 +285,8 @@ class Changelog:
 
     async def _append(self, payload: bytes) -> int | None:
         self.records += 1
-        return await publish(
+        started = time.perf_counter()
+        seq = await publish(
             self.bus,
             self.k,
             payload,
@@ -284,14 +295,8 @@ class Changelog:
             writer=self.writer,
             give_up=lambda: self.lease.lost is not None or self.deposed is not None,
         )
-
-    async def _watch_lease(self) -> None:
-        """Depose on a lost lease (another node holds it)."""
-        while self.deposed is None:
-            if self.lease.lost is not None:
-                self._depose(self.lease.lost)
-                return
-            await asyncio.sleep(0.05)
+        self.append_seconds.observe(time.perf_counter() - started)
+        return seq
 
     def _fail(self, taken: list[_Pending]) -> None:
         for _, _, future in taken:
@@ -318,7 +323,6 @@ class Changelog:
         deadline = time.monotonic() + CLOSE_FLUSH_S
         while self._flushing and self.deposed is None and time.monotonic() < deadline:
             time.sleep(0.01)
-        self._watch.cancel()
         with contextlib.suppress(Exception):
             self.bus.call(self.lease.release(), API_TIMEOUT_S * 2)
 

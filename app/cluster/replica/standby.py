@@ -30,6 +30,7 @@ log = logging.getLogger("rocktimer.cluster")
 APPLY_BATCH = 512  # records written as one WriteBatch at most (rebuild: bigger is faster)
 POLL_S = 0.25  # how often the reader looks whether it was told to stop
 PENDING_LIMIT = 4096  # records buffered by the subscription
+RESUBSCRIBE_S = 0.5  # after a failed read or write, before reading again
 
 
 class Standby:
@@ -43,6 +44,7 @@ class Standby:
         self.epoch = read_u64(raw) if raw else 0  # the last fence's
         self.records_applied = 0
         self.corrupt = 0
+        self.errors = 0
         self._parts: list[bytes] = []  # a P... run waiting for its L
         self._parts_from = 0  # the seq applied before that run
         self._cond = threading.Condition()
@@ -63,13 +65,21 @@ class Standby:
         with self._cond:
             return self._cond.wait_for(lambda: self.applied >= seq, timeout_s)
 
-    def failed(self) -> BaseException | None:
-        """What ended the reader, if it ended on its own."""
-        if not self._task.done() or self._task.cancelled():
-            return None
-        return self._task.exception()
-
     async def _follow(self) -> None:
+        """Read and apply until stopped; after any error, log it and subscribe again from
+        the seq after the one applied (a standby that stopped reading is no standby)."""
+        while not self._stop.is_set():
+            try:
+                await self._read()
+            except Exception as exc:
+                self.errors += 1
+                if self._parts:  # read the unfinished run again
+                    self._parts.clear()
+                    self.applied = self._parts_from
+                log.error("standby p%d: %s; reading again from %d", self.k, exc, self.applied + 1)
+                await asyncio.sleep(RESUBSCRIBE_S)
+
+    async def _read(self) -> None:
         sub = await self.bus.js.subscribe(
             subject(self.k),
             ordered_consumer=True,
