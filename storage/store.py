@@ -12,6 +12,7 @@ from typing import Final, NamedTuple, cast
 from rocksdict import (
     BlockBasedOptions,
     Cache,
+    Checkpoint,
     DBCompressionType,
     Options,
     Rdict,
@@ -370,6 +371,17 @@ class RocksStore:
         except Exception as exc:
             self.failed = True
             raise StorageError(f"WAL sync failed: {exc}") from exc
+
+    def checkpoint(self, path: str) -> None:
+        """A consistent copy of the whole store in the new directory ``path`` (RocksDB's
+        checkpoint: its SSTs hard-linked, the memtables flushed first), openable as a
+        store of its own: a partition's snapshot (app/cluster/replica/snapshot.py)."""
+        if self._db is None:
+            raise StorageError("the store is not open (a reopen failed)")
+        try:
+            Checkpoint(self._db).create_checkpoint(path)
+        except Exception as exc:
+            raise StorageError(f"checkpoint failed: {exc}") from exc
 
     def compact(self, cf: str, begin: bytes | None, end: bytes | None) -> None:
         """Compact a key range so that its tombstones are dropped from disk."""

@@ -85,6 +85,7 @@ PARTITIONS = b"rocktimer-partitions"  # on a gathered request: the partitions to
 POLL_LEASE = 8  # the buckets are read every lease/8
 HEARTBEAT_POLLS = 2  # the heartbeat is put every other reading: every lease/4
 SETUP_TIMEOUT_S = 30.0  # the layout record and the nodes' bucket, at start
+SETUP_RETRY_S = 0.25
 READ_TIMEOUT_S = 2.0  # one reading of both buckets
 STOP_PARTITION_S = 30.0  # a partition's clean stop at shutdown (its engine, its lease)
 TAKE_OVER_S = 30.0  # catching up and fencing a partition being taken over
@@ -180,12 +181,21 @@ def run(settings: Settings) -> None:
         lease_s = settings.lease_ms / 1000
 
         async def setup() -> tuple[int | str, KeyValue]:
-            layout_kv = await bucket(bus.js, LAYOUT_BUCKET, settings.replicas, None)
-            nodes_kv = await bucket(bus.js, NODES_BUCKET, settings.replicas, lease_s)
-            return await cluster_partitions(layout_kv, settings.partitions), nodes_kv
+            """The records, retried while a new bucket's stream elects its leader."""
+            deadline = time.monotonic() + SETUP_TIMEOUT_S
+            while True:
+                try:
+                    layout_kv = await bucket(bus.js, LAYOUT_BUCKET, settings.replicas, None)
+                    nodes_kv = await bucket(bus.js, NODES_BUCKET, settings.replicas, lease_s)
+                    return await cluster_partitions(layout_kv, settings.partitions), nodes_kv
+                except Exception as exc:
+                    if time.monotonic() > deadline:
+                        raise
+                    log.info("cluster records not ready yet: %s", exc or type(exc).__name__)
+                    await asyncio.sleep(SETUP_RETRY_S)
 
         try:
-            partitions, nodes_kv = bus.call(setup(), SETUP_TIMEOUT_S)
+            partitions, nodes_kv = bus.call(setup(), SETUP_TIMEOUT_S + READ_TIMEOUT_S * 4)
         except Exception as exc:
             fail(f"cannot set up the cluster's records on NATS: {exc}", EXIT_CANNOT_START)
         if isinstance(partitions, str):

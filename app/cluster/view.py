@@ -8,9 +8,12 @@ buckets every POLL of the lease; a value whose revision has not changed for a wh
 lease, as this node's monotonic clock measures it, is over — whether or not the servers
 have expired it yet. Time is passed in (``now``, monotonic seconds), never read here.
 
-Assignment is rendezvous hashing: for partition ``k`` the live nodes in the order of
-``sha1(f"{node}/{k}")``, largest first. The first should own it; the first that does not
-own it stands by for it (applies its changelog). A partition without an owner is taken
+Assignment is rendezvous hashing with bounded loads: for partition ``k`` the live nodes
+in the order of ``sha1(f"{node}/{k}")``, largest first; partitions 0, 1, … in turn go to
+the first node in their order that has fewer than ceil(P / nodes) of them (so 3 nodes
+own 2 of 6 each, and every node computes the same answer from the same live nodes).
+That node should own it; the first in order that does not own it stands by for it
+(applies its changelog). A partition without an owner is taken
 by the first in that order at once, by the i-th after i leases (if the ones before it
 are gone without their heartbeat having lapsed yet). An owner hands a partition over to
 the first in order once that node has been alive for HANDOVER_LEASES leases, so nodes
@@ -53,8 +56,22 @@ def rank(node: str, k: int) -> bytes:
 
 
 def order(nodes: list[str], k: int) -> list[str]:
-    """``nodes`` in partition ``k``'s rendezvous order: the first should own it."""
+    """``nodes`` in partition ``k``'s rendezvous order."""
     return sorted(nodes, key=lambda n: rank(n, k), reverse=True)
+
+
+def assignment(nodes: list[str], partitions: int) -> list[list[str]]:
+    """For each partition, ``nodes`` in the order in which they should own it: first the
+    one it is assigned to (bounded loads), then the rest in rendezvous order."""
+    cap = -(-partitions // max(1, len(nodes)))
+    load = dict.fromkeys(nodes, 0)
+    ranked = []
+    for k in range(partitions):
+        each = order(nodes, k)
+        first = next(n for n in each if load[n] < cap)
+        load[first] += 1
+        ranked.append([first, *(n for n in each if n != first)])
+    return ranked
 
 
 class View:
@@ -65,6 +82,9 @@ class View:
         self.nodes: dict[str, Seen] = {}
         self.owners: dict[int, Seen] = {}
         self.ownerless_since: dict[int, float] = {}
+        self._live: list[str] = []
+        self.joined = float("inf")  # when this node first read the buckets
+        self._ranked: list[list[str]] = []
 
     @staticmethod
     def _update(
@@ -86,6 +106,7 @@ class View:
         now: float,
     ) -> None:
         """One reading of both buckets: each key's revision and value (deleted keys absent)."""
+        self.joined = min(self.joined, now)
         self._update(self.nodes, nodes, now)
         self._update(self.owners, owners, now)
         for k in range(self.partitions):
@@ -119,18 +140,25 @@ class View:
         found = None if seen is None else seen.value.get("advertise")
         return found if isinstance(found, str) and found else None
 
+    def ranked(self, k: int, now: float) -> list[str]:
+        """The live nodes in the order in which they should own ``k``."""
+        live = self.live(now)
+        if live != self._live:
+            self._live, self._ranked = live, assignment(live, self.partitions)
+        return self._ranked[k]
+
     def should_take(self, k: int, now: float) -> bool:
         """``k`` has no owner and this node's turn to take it has come."""
-        if self.owner(k, now) is not None:
-            return False
-        ranked = order(self.live(now), k)
+        if self.owner(k, now) is not None or now - self.joined < self.lease_s / 4:
+            return False  # first, a heartbeat's time to hear of the nodes starting with it
+        ranked = self.ranked(k, now)
         waited = now - self.ownerless_since.get(k, now)
         return waited >= ranked.index(self.me) * self.lease_s
 
     def should_hand_over(self, k: int, now: float) -> str | None:
         """The node this one (``k``'s owner) should hand ``k`` to, if any: the first in
         order, alive for HANDOVER_LEASES leases."""
-        first = order(self.live(now), k)[0]
+        first = self.ranked(k, now)[0]
         if first == self.me:
             return None
         seen = self.nodes.get(first)
@@ -141,7 +169,7 @@ class View:
     def standby(self, k: int, now: float) -> str | None:
         """The node that should stand by for ``k``: the first in order not owning it."""
         owner = self.owner_node(k, now)
-        for node in order(self.live(now), k):
+        for node in self.ranked(k, now):
             if node != owner:
                 return node
         return None

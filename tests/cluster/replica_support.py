@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from app.cluster.replica import Bus, LeaseHeld, Replica
-from storage.errors import RocktimerError
+from storage.errors import MessageNotFound, RocktimerError
 from storage.keys import CHANGELOG_EPOCH_KEY, CHANGELOG_SEQ_KEY, OWNED_MARK_KEY
 from storage.records import MessageRecord
 from storage.store import CF, RocksStore
@@ -39,6 +39,14 @@ def record(msg_id: str, body: bytes = b"body", deliver_at_ms: int = FAR_FUTURE_M
 
 def engine_config(path: str) -> EngineConfig:
     return EngineConfig(data_dir=path, events_seal_process=False)
+
+
+def has(engine: Engine, msg_id: str) -> bool:
+    """Whether the engine's store holds the message (sent, not cancelled)."""
+    try:
+        return engine.status(TOPIC, msg_id).record is not None
+    except MessageNotFound:
+        return False
 
 
 def take_over(replica: Replica, timeout_s: float) -> Any:

@@ -4,6 +4,7 @@ fenced can append nothing more."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from app.cluster.replica import Bus, Replica
-from app.cluster.replica.bus import subject
 from storage.errors import PartitionUnavailable
 from storage.store import CF, RocksStore
 from tests.cluster.replica_support import (
@@ -20,10 +20,12 @@ from tests.cluster.replica_support import (
     Loop,
     dump,
     engine_config,
+    has,
     record,
     take_over,
 )
 from tests.support.nats import NatsCluster
+from tests.support.nats import changelog as changelog_records
 from tests.workers.support import stop_within, wait_until
 from workers.engine import Engine
 
@@ -86,7 +88,9 @@ def nodes(bus: Bus, tmp_path: Path) -> Iterator[list[Node]]:
         node.close()
 
 
-def test_replica_standby_applies_an_identical_store(nodes: list[Node], loop: Loop) -> None:
+def test_replica_standby_applies_an_identical_store(
+    nodes: list[Node], loop: Loop, nats: NatsCluster
+) -> None:
     a, b = nodes
     b.replica.follow()
     engine = a.own()
@@ -96,11 +100,15 @@ def test_replica_standby_applies_an_identical_store(nodes: list[Node], loop: Loo
     loop.run(engine.send_batch(batch))
     for i in range(0, 300, 7):
         loop.run(engine.cancel(TOPIC, f"m{i}"))
+    # One commit larger than a NATS message: appended as parts, joined by the standby.
+    loop.run(engine.send(record("large", body=os.urandom(3 * 1024 * 1024))))
     changelog = a.replica.changelog
     assert changelog is not None
-    assert changelog.records > 1
     assert b.replica.standby is not None
     assert b.replica.standby.wait_applied(changelog.last, 20.0)
+    kinds = [r.data[:1] for r in changelog_records(nats.urls, K)]
+    assert kinds.count(b"P") >= 2  # the large commit took several records
+    assert kinds.count(b"L") == 1
     stop_within(engine)  # nothing more written: the stores can be compared
     a.engine = None
     copy = RocksStore(a.path)
@@ -116,7 +124,7 @@ def test_replica_standby_applies_an_identical_store(nodes: list[Node], loop: Loo
 
 
 def test_replica_a_fenced_owner_is_refused_and_rebuilds(
-    nodes: list[Node], loop: Loop, bus: Bus
+    nodes: list[Node], loop: Loop, nats: NatsCluster
 ) -> None:
     a, b = nodes
     b.replica.follow()
@@ -130,6 +138,8 @@ def test_replica_a_fenced_owner_is_refused_and_rebuilds(
     new_changelog = b.replica.changelog
     assert new_changelog is not None
     assert new_changelog.last > old_changelog.last
+    assert b.replica.serving
+    assert not a.replica.serving  # reads too: the router stops answering from a's copy
     # Past its lease deadline the old owner refuses every batch without asking NATS ...
     with pytest.raises(PartitionUnavailable, match="is not served right now"):
         loop.run(old.send(record("stale")))
@@ -139,11 +149,11 @@ def test_replica_a_fenced_owner_is_refused_and_rebuilds(
         refused.result(10)
     assert old_changelog.deposed is not None
     wait_until(lambda: a.deposed == [K], what="on_deposed")
-    last = bus.call(bus.js.get_last_msg("ROCKTIMER_CHANGELOG", subject(K)), 5)
-    assert last.seq == new_changelog.last  # the stale record never landed
+    writers = [r.node for r in changelog_records(nats.urls, K)]
+    assert writers[writers.index("b") :].count("a") == 0  # nothing of a's after b's fence
     # The new owner has what the old one acknowledged, and goes on.
     loop.run(new.send(record("after")))
-    assert new.status(TOPIC, "before").record is not None
+    assert has(new, "before")
     # The deposed node drops its copy and rebuilds it from the stream as a standby.
     stop_within(old)
     a.engine = None
@@ -152,4 +162,27 @@ def test_replica_a_fenced_owner_is_refused_and_rebuilds(
     assert standby is not None
     assert standby.wait_applied(new_changelog.last, 20.0)
     assert standby.store.get(CF.META, b"stale") is None
-    assert new.status(TOPIC, "after").record is not None
+    assert has(new, "after")
+
+
+def test_replica_a_send_is_answered_once_its_record_is_acknowledged(
+    nodes: list[Node], loop: Loop, nats: NatsCluster
+) -> None:
+    a, _ = nodes
+    engine = a.own()
+    loop.run(engine.send(record("first")))
+    for server in nats.servers:  # JetStream cannot ack while every server is stopped
+        server.pause()
+    try:
+        held = asyncio.run_coroutine_threadsafe(engine.send(record("held")), loop.loop)
+        # Written and fsynced here, visible to readers; not answered: its record has no ack.
+        wait_until(lambda: has(engine, "held"), what="the write")
+        wait_until(lambda: sum(engine.writer.fsync_seconds.snapshot()[0]) >= 2, what="its fsync")
+        assert not held.done()
+    finally:
+        for server in nats.servers:
+            server.resume()
+    assert held.result(30).created
+    changelog = a.replica.changelog
+    assert changelog is not None
+    assert changelog.deposed is None  # nobody else took it: the same owner goes on

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from app.cluster.replica import Bus, Replica
-from tests.cluster.replica_support import TOPIC, K, engine_config, take_over
+from tests.cluster.replica_support import K, engine_config, has, take_over
 from tests.support.nats import NatsCluster, changelog
 from tests.support.process import ROOT
 from tests.workers.support import stop_within, wait_until
@@ -116,7 +116,7 @@ def start_sending(owner: OwnerProcess) -> None:
 
 
 def missing(engine: Engine, answered: set[str]) -> list[str]:
-    return sorted(m for m in answered if engine.status(TOPIC, m).record is None)
+    return sorted(m for m in answered if not has(engine, m))
 
 
 def open_engine(replica: Replica) -> Engine:

@@ -20,7 +20,7 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType, StreamConfig
+from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType, StreamConfig
 from nats.js.kv import KeyValue
 
 log = logging.getLogger("rocktimer.cluster")
@@ -30,6 +30,7 @@ T = TypeVar("T")
 STREAM = "ROCKTIMER_CHANGELOG"
 SUBJECT_PREFIX = "rocktimer.changelog."
 OWNERS_BUCKET = "rocktimer_owners"
+SNAPSHOT_BUCKET = "rocktimer_snapshots"  # object store: a partition's latest snapshot
 CONNECT_TIMEOUT_S = 2.0  # one server's TCP connect; every URL is tried
 START_TIMEOUT_S = 30.0  # connect and create the stream and bucket (a fresh cluster elects first)
 API_TIMEOUT_S = 2.0  # one JetStream request (publish ack, KV update, stream get)
@@ -39,6 +40,16 @@ MAX_RECORD_BYTES = 1024 * 1024  # NATS's default max_payload; smaller if the ser
 
 class BusError(Exception):
     """NATS cannot be reached or refuses to set up the changelog (one line for the log)."""
+
+
+async def _connection_error(exc: Exception) -> None:
+    """A NATS server going away is expected (a restart, a failover): the client reconnects
+    to another; one line, not nats-py's default error with a traceback."""
+    log.warning("NATS connection: %s", exc or type(exc).__name__)
+
+
+async def _reconnected() -> None:
+    log.warning("NATS reconnected")
 
 
 def subject(k: int) -> str:
@@ -57,6 +68,7 @@ class Bus:
         self._nc: Client | None = None
         self._js: JetStreamContext | None = None
         self._owners: KeyValue | None = None
+        self._closing = False
 
     @classmethod
     def start(cls, urls: list[str], *, replicas: int, lease_ms: int) -> Bus:
@@ -98,6 +110,9 @@ class Bus:
             max_reconnect_attempts=-1,  # forever: a server restart must not end the node
             allow_reconnect=True,
             name="rocktimer",
+            error_cb=_connection_error,
+            disconnected_cb=self._disconnected,
+            reconnected_cb=_reconnected,
         )
         self._js = self._nc.jetstream(timeout=API_TIMEOUT_S)
         config = StreamConfig(
@@ -114,6 +129,12 @@ class Bus:
                 await self._js.add_stream(config)
             except nats.js.errors.BadRequestError:  # another node created it meanwhile
                 await self._js.stream_info(STREAM)
+        try:
+            await self._js.object_store(SNAPSHOT_BUCKET)
+        except nats.js.errors.BucketNotFoundError:
+            await self._js.create_object_store(
+                SNAPSHOT_BUCKET, ObjectStoreConfig(replicas=self.replicas)
+            )
         lease_s = self.lease_ms / 1000
         try:
             self._owners = await self._js.key_value(OWNERS_BUCKET)
@@ -121,6 +142,10 @@ class Bus:
             self._owners = await self._js.create_key_value(
                 KeyValueConfig(bucket=OWNERS_BUCKET, ttl=lease_s, replicas=self.replicas, history=1)
             )
+
+    async def _disconnected(self) -> None:
+        if not self._closing:
+            log.warning("NATS disconnected: reconnecting")
 
     def call(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
         """Run ``coro`` on the NATS loop and wait for it (at most ``timeout_s``)."""
@@ -136,6 +161,7 @@ class Bus:
 
     def close(self) -> None:
         """Drain the connection and stop the loop thread."""
+        self._closing = True
         if self._nc is not None and self._thread.is_alive():
             try:
                 self.call(self._nc.close(), API_TIMEOUT_S * 2)

@@ -35,16 +35,20 @@ from app.cluster.replica import codec
 from app.cluster.replica.bus import API_TIMEOUT_S, STREAM, Bus, subject
 from storage.errors import PartitionUnavailable
 from storage.store import DeleteRange
+from workers.histogram import Histogram
 
 log = logging.getLogger("rocktimer.cluster")
 
 WRONG_LAST_SEQUENCE = (10071, 10164)  # JSStreamWrongLastSequence(Constant)Err
 NODE_HEADER = "Rocktimer-Node"  # every record says which node appended it
 EPOCH_HEADER = "Rocktimer-Epoch"  # and under which ownership (the fence's epoch)
+PREV_HEADER = "Rocktimer-Prev"  # and the seq of the record before it (snapshot.py: gaps)
 DEPOSED = "partition p{k} is not served right now: this node no longer owns it; retry"
 LAPSED = "partition p{k} is not served right now: its owner's lease is being renewed; retry"
 RETRY_S = 0.1  # between attempts of an append or a renewal NATS did not answer
+LOG_EVERY = 20  # attempts of one append between two log lines about it
 CLOSE_FLUSH_S = 10.0  # a clean stop waits this long for the last records' acks
+APPEND_BOUNDS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5)
 
 
 def lease_key(k: int) -> str:
@@ -78,7 +82,9 @@ async def publish(
         Header.EXPECTED_LAST_SUBJECT_SEQUENCE.value: str(expected),
         NODE_HEADER: writer[0],
         EPOCH_HEADER: str(writer[1]),
+        PREV_HEADER: str(expected),
     }
+    attempt = 0
     while True:
         try:
             ack = await bus.js.publish(
@@ -88,9 +94,12 @@ async def publish(
         except nats.js.errors.APIError as exc:
             if exc.err_code in WRONG_LAST_SEQUENCE:
                 return None
-            log.warning("changelog append to p%d failed: %s; retrying", k, exc)
+            failure: object = exc
         except Exception as exc:  # timeouts, no responders, reconnecting
-            log.warning("changelog append to p%d unanswered (%s); retrying", k, exc or type(exc))
+            failure = exc or type(exc).__name__
+        if attempt % LOG_EVERY == 0:
+            log.warning("changelog append to p%d not acknowledged (%s); retrying", k, failure)
+        attempt += 1
         if give_up():
             raise PartitionUnavailable(DEPOSED.format(k=k))
         await asyncio.sleep(RETRY_S)
@@ -109,6 +118,7 @@ class Lease:
         self.deadline = sent_at + self.lease_s  # monotonic
         self.lost: str | None = None  # why another node has it now
         self.last_seq: Callable[[], int | None] = lambda: None  # see Changelog
+        self.on_lost: Callable[[str], None] = lambda why: None  # see Changelog
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -121,7 +131,8 @@ class Lease:
         sent = time.monotonic()
         try:
             revision = await bus.owners.create(lease_key(k), value)
-        except nats.js.errors.KeyWrongLastSequenceError:
+        except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.KeyNotFoundError):
+            # held; or it expired just as create looked (nats-py's create then reads it)
             return None
         lease = cls(bus, k, value, revision, sent)
         lease._task = asyncio.get_running_loop().create_task(lease._renew_forever())
@@ -145,28 +156,33 @@ class Lease:
         """The key changed under us: another node holds it (lost), or it expired."""
         try:
             entry = await self.bus.owners.get(self.key)
-        except nats.js.errors.KeyNotFoundError:  # expired (or deleted): nobody holds it
+        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
+            # expired (or released): nobody holds it
             entry = None
         if entry is not None:
             if entry.value == self.value and entry.revision is not None:  # our renewal landed
                 self.revision = entry.revision
                 self.deadline = sent + self.lease_s
             else:
-                self.lost = "another node holds its lease"
+                self._lose("another node holds its lease")
             return
         ours = self.last_seq()
         if ours is None:  # a record is in flight: its outcome decides; try again next tick
             return
         try:
             revision = await self.bus.owners.create(self.key, self.value)
-        except nats.js.errors.KeyWrongLastSequenceError:
-            return  # taken meanwhile: the next tick finds out by whom
+        except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.KeyNotFoundError):
+            return  # taken meanwhile (or expiring as it looked): the next tick finds out
         if await last_seq(self.bus, self.k) != ours:
-            self.lost = "its changelog moved on while its lease had lapsed"
+            self._lose("its changelog moved on while its lease had lapsed")
             return
         self.revision = revision
         self.deadline = sent + self.lease_s
         log.warning("lease of p%d taken again after it had lapsed", self.k)
+
+    def _lose(self, why: str) -> None:
+        self.lost = why
+        self.on_lost(why)
 
     async def release(self) -> None:
         """Stop renewing and delete the key, so that another node need not wait the TTL."""
@@ -208,14 +224,15 @@ class Changelog:
         self.on_deposed = on_deposed
         self.writer = (node, epoch)
         self.deposed: str | None = None
-        self.records = 0
-        self.appends = 0
+        self.records = 0  # records sent (each part of a large body is one)
+        self.appends = 0  # commits appended
+        self.append_seconds = Histogram(APPEND_BOUNDS_S)  # a record's publish to its ack
         self._lock = threading.Lock()
         self._pending: list[_Pending] = []
         self._flushing = False
         self._token = uuid.uuid4().hex[:16]
         lease.last_seq = lambda: None if self._flushing else self.last
-        self._watch = bus.submit(self._watch_lease())
+        lease.on_lost = self._depose
 
     # --- the writer's side (workers/writer.py Changelog) --------------------------------
 
@@ -264,7 +281,7 @@ class Changelog:
                         break
                     self.last = seq
             except Exception as exc:  # gave up (lease lost) or could not encode
-                log.error("changelog of p%d: %s", self.k, exc)
+                log.warning("changelog of p%d: %s", self.k, exc)
                 seq = None
             if seq is None:
                 self._depose("its changelog append was refused: another node took it over")
@@ -275,7 +292,8 @@ class Changelog:
 
     async def _append(self, payload: bytes) -> int | None:
         self.records += 1
-        return await publish(
+        started = time.perf_counter()
+        seq = await publish(
             self.bus,
             self.k,
             payload,
@@ -284,14 +302,8 @@ class Changelog:
             writer=self.writer,
             give_up=lambda: self.lease.lost is not None or self.deposed is not None,
         )
-
-    async def _watch_lease(self) -> None:
-        """Depose on a lost lease (another node holds it)."""
-        while self.deposed is None:
-            if self.lease.lost is not None:
-                self._depose(self.lease.lost)
-                return
-            await asyncio.sleep(0.05)
+        self.append_seconds.observe(time.perf_counter() - started)
+        return seq
 
     def _fail(self, taken: list[_Pending]) -> None:
         for _, _, future in taken:
@@ -318,7 +330,6 @@ class Changelog:
         deadline = time.monotonic() + CLOSE_FLUSH_S
         while self._flushing and self.deposed is None and time.monotonic() < deadline:
             time.sleep(0.01)
-        self._watch.cancel()
         with contextlib.suppress(Exception):
             self.bus.call(self.lease.release(), API_TIMEOUT_S * 2)
 

@@ -20,7 +20,7 @@ import shutil
 import time
 from collections.abc import Callable
 
-from app.cluster.replica import codec
+from app.cluster.replica import codec, snapshot
 from app.cluster.replica.bus import API_TIMEOUT_S, Bus
 from app.cluster.replica.owner import Changelog, Lease, last_seq, owner_value, publish
 from app.cluster.replica.standby import Standby
@@ -48,7 +48,9 @@ class Replica:
         advertise: str,
         on_deposed: Callable[[int], None],
         memory_share: int = 1,
+        snapshot_every: int = snapshot.SNAPSHOT_RECORDS,
     ) -> None:
+        """``snapshot_every``: records a standby applies between two snapshots."""
         self.bus = bus
         self.k = k
         self.path = path
@@ -56,9 +58,18 @@ class Replica:
         self.advertise = advertise
         self.on_deposed = on_deposed
         self.memory_share = memory_share
+        self.snapshot_every = snapshot_every
         self.role = "idle"
         self.standby: Standby | None = None
         self.changelog: Changelog | None = None
+
+    @property
+    def serving(self) -> bool:
+        """This node owns the partition and may answer for it right now: its lease is
+        within its deadline and no append was refused. Check it before answering a read
+        from the copy too (a paused owner resumed past its lease must not)."""
+        changelog = self.changelog
+        return changelog is not None and changelog.refusal() is None
 
     @property
     def applied_seq(self) -> int:
@@ -68,14 +79,26 @@ class Replica:
         """Be the partition's standby (rebuilding the copy if an owner wrote to it)."""
         if self.standby is not None:
             return
-        standby = Standby(self.bus, self.k, self.path, memory_share=self.memory_share)
+        if _is_empty(self.path):
+            snapshot.restore(self.bus, self.k, self.path)
+        standby = self._standby()
         if standby.owned_mark:
             standby.close()
-            log.info("p%d: the local copy was an owner's: rebuilding it from the stream", self.k)
+            log.info("p%d: the local copy was an owner's: rebuilding it", self.k)
             shutil.rmtree(self.path)
-            standby = Standby(self.bus, self.k, self.path, memory_share=self.memory_share)
+            snapshot.restore(self.bus, self.k, self.path)
+            standby = self._standby()
         self.standby = standby
         self.role = "standby"
+
+    def _standby(self) -> Standby:
+        return Standby(
+            self.bus,
+            self.k,
+            self.path,
+            memory_share=self.memory_share,
+            snapshot_every=self.snapshot_every,
+        )
 
     def take_over(self, timeout_s: float = TAKE_OVER_S) -> Changelog:
         """Own the partition: lease, catch up, fence. The copy's store is closed when this
@@ -182,3 +205,7 @@ class Replica:
             self.standby.close()
             self.standby = None
         self.release()
+
+
+def _is_empty(path: str) -> bool:
+    return not os.path.isdir(path) or not os.listdir(path)

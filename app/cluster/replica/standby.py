@@ -4,13 +4,21 @@ It reads ``rocktimer.changelog.<k>`` with an ordered consumer from the seq after
 its copy holds, and writes each run of records that arrived together as one WriteBatch
 (``RocksStore.write_commits``), with the seq applied in that same batch: a crash keeps both
 or neither, and the next start reads on from there. An empty copy is rebuilt from the
-stream's first record.
+stream (from the latest snapshot, if there is one: snapshot.py). Every SNAPSHOT_RECORDS
+records applied it stores a snapshot of its copy and purges the records below it; if it
+finds records missing before the next one (purged while it was away), it restores the
+snapshot and reads on from there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import logging
+import os
+import shutil
+import tempfile
 import threading
 import time
 
@@ -18,8 +26,9 @@ import nats.errors
 from nats.aio.subscription import Subscription
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from app.cluster.replica import codec
+from app.cluster.replica import codec, snapshot
 from app.cluster.replica.bus import Bus, subject
+from app.cluster.replica.owner import PREV_HEADER
 from storage import keys
 from storage.errors import CorruptRecordError
 from storage.keys import CHANGELOG_EPOCH_KEY, CHANGELOG_SEQ_KEY, OWNED_MARK_KEY, read_u64, u64
@@ -30,24 +39,50 @@ log = logging.getLogger("rocktimer.cluster")
 APPLY_BATCH = 512  # records written as one WriteBatch at most (rebuild: bigger is faster)
 POLL_S = 0.25  # how often the reader looks whether it was told to stop
 PENDING_LIMIT = 4096  # records buffered by the subscription
+RESUBSCRIBE_S = 0.5  # after a failed read or write, before reading again
+
+Item = tuple[int, int | None, bytes]  # a record: its seq, the seq before it, its data
+
+
+class Gap(Exception):
+    """Records are missing before this one: the copy must be restored from the snapshot."""
 
 
 class Standby:
-    def __init__(self, bus: Bus, k: int, path: str, *, memory_share: int = 1) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        k: int,
+        path: str,
+        *,
+        memory_share: int = 1,
+        snapshot_every: int = snapshot.SNAPSHOT_RECORDS,
+    ) -> None:
         self.bus = bus
         self.k = k
-        self.store = RocksStore(path, memory_share=memory_share)
-        raw = self.store.get(CF.META, CHANGELOG_SEQ_KEY)
-        self.applied = read_u64(raw) if raw else 0  # the seq this copy holds up to
-        raw = self.store.get(CF.META, CHANGELOG_EPOCH_KEY)
-        self.epoch = read_u64(raw) if raw else 0  # the last fence's
+        self.path = path
+        self.memory_share = memory_share
+        self.snapshot_every = snapshot_every
+        self._open()
         self.records_applied = 0
+        self.snapshots = 0
+        self.restores = 0
+        self._since_snapshot = 0
+        self._uploading: concurrent.futures.Future[None] | None = None
         self.corrupt = 0
+        self.errors = 0
         self._parts: list[bytes] = []  # a P... run waiting for its L
         self._parts_from = 0  # the seq applied before that run
         self._cond = threading.Condition()
         self._stop = asyncio.Event()
         self._task = bus.submit(self._follow())
+
+    def _open(self) -> None:
+        self.store = RocksStore(self.path, memory_share=self.memory_share)
+        raw = self.store.get(CF.META, CHANGELOG_SEQ_KEY)
+        self.applied = read_u64(raw) if raw else 0  # the seq this copy holds up to
+        raw = self.store.get(CF.META, CHANGELOG_EPOCH_KEY)
+        self.epoch = read_u64(raw) if raw else 0  # the last fence's
 
     @property
     def owned_mark(self) -> bool:
@@ -63,13 +98,24 @@ class Standby:
         with self._cond:
             return self._cond.wait_for(lambda: self.applied >= seq, timeout_s)
 
-    def failed(self) -> BaseException | None:
-        """What ended the reader, if it ended on its own."""
-        if not self._task.done() or self._task.cancelled():
-            return None
-        return self._task.exception()
-
     async def _follow(self) -> None:
+        """Read and apply until stopped; after any error, log it and subscribe again from
+        the seq after the one applied (a standby that stopped reading is no standby)."""
+        while not self._stop.is_set():
+            try:
+                await self._read()
+            except Gap as gap:
+                log.warning("standby p%d: %s: restoring the snapshot", self.k, gap)
+                await asyncio.to_thread(self._restore)
+            except Exception as exc:
+                self.errors += 1
+                if self._parts:  # read the unfinished run again
+                    self._parts.clear()
+                    self.applied = self._parts_from
+                log.warning("standby p%d: %s; reading again from %d", self.k, exc, self.applied + 1)
+                await asyncio.sleep(RESUBSCRIBE_S)
+
+    async def _read(self) -> None:
         sub = await self.bus.js.subscribe(
             subject(self.k),
             ordered_consumer=True,
@@ -89,7 +135,7 @@ class Standby:
             except Exception as exc:  # the connection is gone: nothing to unsubscribe
                 log.debug("standby p%d unsubscribe: %s", self.k, exc)
 
-    async def _take(self, sub: Subscription) -> list[tuple[int, bytes]]:
+    async def _take(self, sub: Subscription) -> list[Item]:
         try:
             msg = await sub.next_msg(timeout=POLL_S)
         except nats.errors.TimeoutError:
@@ -97,16 +143,22 @@ class Standby:
         msgs = [msg]
         while sub.pending_msgs > 0 and len(msgs) < APPLY_BATCH:
             msgs.append(await sub.next_msg(timeout=POLL_S))
-        return [(m.metadata.sequence.stream, m.data) for m in msgs]
+        return [(m.metadata.sequence.stream, _prev(m.headers), m.data) for m in msgs]
 
-    def _apply(self, batch: list[tuple[int, bytes]]) -> None:
-        """Write these records (in seq order) and the seq they reach, as one batch."""
+    def _apply(self, batch: list[Item]) -> None:
+        """Write these records (in seq order) and the seq they reach, as one batch; then
+        a snapshot, if one is due. Gap if records are missing before one of them (what
+        came before it is written first)."""
         commits: list[codec.Commit] = []
         epoch = self.epoch
         last = self.applied
-        for seq, data in batch:
+        gap: Gap | None = None
+        for seq, prev, data in batch:
             if seq <= last:  # delivered again (the consumer was reset): already here
                 continue
+            if prev is not None and prev != last:
+                gap = Gap(f"record {seq} follows {prev}, the copy holds up to {last}")
+                break
             kind = data[:1]
             try:
                 if kind == codec.COMMITS:
@@ -130,8 +182,16 @@ class Standby:
                 self.corrupt += 1
                 log.error("standby p%d: record %d skipped: %s", self.k, seq, exc)
             last = seq
-        if last == self.applied:
-            return
+        if last != self.applied:
+            self._write(commits, last, epoch)
+        self.records_applied += len(batch)
+        if gap is not None:
+            raise gap
+        self._since_snapshot += len(batch)
+        if self._since_snapshot >= self.snapshot_every and not self._parts:
+            self._snapshot()
+
+    def _write(self, commits: list[codec.Commit], last: int, epoch: int) -> None:
         stored = self._parts_from if self._parts else last  # a restart reads the run again
         self.store.write_commits(
             commits,
@@ -144,7 +204,44 @@ class Standby:
         with self._cond:
             self.applied = last
             self.epoch = epoch
-            self.records_applied += len(batch)
+            self._cond.notify_all()
+
+    def _snapshot(self) -> None:
+        """Checkpoint and pack the copy here (the reader waits), upload on the loop."""
+        if self._uploading is not None and not self._uploading.done():
+            return  # the last one is still on its way: the next batch tries again
+        self._since_snapshot = 0
+        work = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(self.path)), prefix=".snap-")
+        try:
+            seq = self.applied
+            tar_path = snapshot.pack(self.store, seq, work)
+        except Exception:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        self._uploading = self.bus.submit(snapshot.upload(self.bus, self.k, tar_path, seq))
+
+        def done(future: concurrent.futures.Future[None]) -> None:
+            shutil.rmtree(work, ignore_errors=True)
+            if future.cancelled() or future.exception() is not None:
+                log.warning(
+                    "p%d: snapshot upload failed (the next one retries): %s",
+                    self.k,
+                    future.exception(),
+                )
+            else:
+                self.snapshots += 1
+
+        self._uploading.add_done_callback(done)
+
+    def _restore(self) -> None:
+        """Replace the copy with the stored snapshot (a gap: its records were purged)."""
+        self.store.close()
+        shutil.rmtree(self.path)
+        snapshot.restore(self.bus, self.k, self.path)
+        self._parts.clear()
+        with self._cond:
+            self._open()
+            self.restores += 1
             self._cond.notify_all()
 
     def stop(self) -> None:
@@ -158,4 +255,12 @@ class Standby:
 
     def close(self) -> None:
         self.stop()
+        if self._uploading is not None:
+            with contextlib.suppress(Exception):
+                self._uploading.result(snapshot.TRANSFER_TIMEOUT_S)
         self.store.close()
+
+
+def _prev(headers: dict[str, str] | None) -> int | None:
+    value = (headers or {}).get(PREV_HEADER)
+    return int(value) if value is not None and value.isdigit() else None

@@ -1,0 +1,97 @@
+"""Snapshots: what keeps a partition's rebuild bounded.
+
+The changelog subject would grow for ever, and a node that joins would replay all of it.
+So a standby, every SNAPSHOT_RECORDS records it applied, takes a RocksDB checkpoint of its
+copy (a consistent point: the copy holds exactly the records up to its applied seq S),
+packs it as a tar and puts it in the JetStream object store ``rocktimer_snapshots`` under
+``p<k>`` (replicated like the stream), then purges the subject below S (record S itself
+stays: the owner's next append expects it as the subject's last). A rebuild therefore
+reads one snapshot and at most SNAPSHOT_RECORDS records plus what came since.
+
+Every record names the seq of the record before it (header ``Rocktimer-Prev``: the
+expected last seq it was appended with), so a standby that finds a gap (records purged
+below it while it was away) knows, and restores the snapshot instead of going on with a
+copy that misses writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tarfile
+import tempfile
+
+import nats.js.errors
+from nats.js.api import ObjectMeta
+
+from app.cluster.replica.bus import API_TIMEOUT_S, SNAPSHOT_BUCKET, STREAM, Bus, subject
+from storage.store import RocksStore
+
+log = logging.getLogger("rocktimer.cluster")
+
+SNAPSHOT_RECORDS = 100_000  # records applied between two snapshots of a partition
+TRANSFER_TIMEOUT_S = 600.0  # one snapshot's upload or download
+SEQ_PREFIX = "changelog-seq="  # the object's description: the seq the snapshot holds up to
+
+
+def name(k: int) -> str:
+    return f"p{k}"
+
+
+def pack(store: RocksStore, seq: int, work_dir: str) -> str:
+    """A tar of a checkpoint of ``store`` (which holds the changelog up to ``seq``)."""
+    checkpoint = os.path.join(work_dir, "checkpoint")
+    store.checkpoint(checkpoint)
+    tar_path = os.path.join(work_dir, f"snapshot-{seq}.tar")
+    with tarfile.open(tar_path, "w") as tar:
+        tar.add(checkpoint, arcname=".")
+    shutil.rmtree(checkpoint)
+    return tar_path
+
+
+async def upload(bus: Bus, k: int, tar_path: str, seq: int) -> None:
+    """Put the snapshot, then purge the subject below ``seq`` (keeping record ``seq``)."""
+    obs = await bus.js.object_store(SNAPSHOT_BUCKET)
+    with open(tar_path, "rb") as f:
+        await obs.put(name(k), f, meta=ObjectMeta(name=name(k), description=f"{SEQ_PREFIX}{seq}"))
+    await bus.js.purge_stream(STREAM, subject=subject(k), seq=seq)
+    log.info("p%d: snapshot at changelog seq %d stored, records below it purged", k, seq)
+
+
+async def latest_seq(bus: Bus, k: int) -> int:
+    """The seq the stored snapshot of k holds up to, 0 if there is none."""
+    obs = await bus.js.object_store(SNAPSHOT_BUCKET)
+    try:
+        info = await obs.get_info(name(k))
+    except nats.js.errors.NotFoundError:
+        return 0
+    description = info.description or ""
+    return int(description[len(SEQ_PREFIX) :]) if description.startswith(SEQ_PREFIX) else 0
+
+
+async def _download(bus: Bus, k: int, tar_path: str) -> None:
+    obs = await bus.js.object_store(SNAPSHOT_BUCKET)
+    with open(tar_path, "wb") as f:
+        await obs.get(name(k), writeinto=f)
+
+
+def restore(bus: Bus, k: int, path: str) -> int:
+    """Make ``path`` (absent or to be replaced) the stored snapshot of k; the seq it holds
+    up to, 0 (and ``path`` left absent) if there is none. From a thread, not the loop."""
+    seq = bus.call(latest_seq(bus, k), API_TIMEOUT_S * 3)
+    if seq == 0:
+        return 0
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=parent, prefix=".restore-") as work:
+        tar_path = os.path.join(work, "snapshot.tar")
+        bus.call(_download(bus, k, tar_path), TRANSFER_TIMEOUT_S)
+        unpacked = os.path.join(work, "db")
+        with tarfile.open(tar_path) as tar:
+            tar.extractall(unpacked, filter="data")
+        if os.path.exists(path):
+            shutil.rmtree(path)
+        os.rename(unpacked, path)
+    log.info("p%d: restored from the snapshot at changelog seq %d", k, seq)
+    return seq
