@@ -34,6 +34,8 @@ from tests.support.process import HOST, ServerProcess, free_port
 CLUSTER_NAME = "rocktimer"
 READY_TIMEOUT_S = 30.0  # three servers electing a meta leader take ~2 s; generous under load
 CLIENT_TIMEOUT_S = 5.0
+START_TRIES = 3
+PORT_TAKEN = "address already in use"
 OWNERS_BUCKET = "rocktimer_owners"  # CLUSTER.md: key p<k> -> {"node", "advertise", "epoch"}
 CHANGELOG_STREAM = "ROCKTIMER_CHANGELOG"  # subjects rocktimer.changelog.<k>
 NODE_HEADER = "Rocktimer-Node"  # which node appended a changelog record
@@ -140,22 +142,29 @@ class NatsCluster:
     (SIGKILL: their state is the tests' temp dir, thrown away)."""
 
     def __init__(self, work_dir: Path, size: int = 3, sync_interval: str | None = None) -> None:
-        ports = [(free_port(), free_port(), free_port()) for _ in range(size)]
+        self.work_dir = work_dir
+        self.size = size
+        self.sync_interval = sync_interval
+        self.servers = self._servers()
+
+    def _servers(self) -> list[NatsServer]:
+        """Servers on fresh free ports, each routed to the others' cluster ports."""
+        ports = [(free_port(), free_port(), free_port()) for _ in range(self.size)]
         cluster_ports = [p[1] for p in ports]
-        self.servers = [
+        return [
             NatsServer(
                 f"nats{i + 1}",
-                work_dir,
+                self.work_dir,
                 ports[i],
                 server_config(
                     f"nats{i + 1}",
                     *ports[i],
                     routes=[p for j, p in enumerate(cluster_ports) if j != i],
-                    store_dir=work_dir / f"nats{i + 1}" / "jetstream",
-                    sync_interval=sync_interval,
+                    store_dir=self.work_dir / f"nats{i + 1}" / "jetstream",
+                    sync_interval=self.sync_interval,
                 ),
             )
-            for i in range(size)
+            for i in range(self.size)
         ]
 
     @property
@@ -164,14 +173,22 @@ class NatsCluster:
         return ",".join(s.url for s in self.servers)
 
     def start(self) -> NatsCluster:
-        try:
-            for s in self.servers:
-                s.spawn()
-            self.wait_ready()
-        except BaseException:
-            self.kill()
-            raise
-        return self
+        """Start every server and wait for the cluster. A port taken by another process
+        between ``free_port()`` and the server's bind (other test runs share the machine)
+        is a start again on fresh ports, up to START_TRIES times."""
+        for tries_left in reversed(range(START_TRIES)):
+            try:
+                for s in self.servers:
+                    s.spawn()
+                self.wait_ready()
+                return self
+            except BaseException as exc:
+                self.kill()
+                taken = any(PORT_TAKEN in s.logs() for s in self.servers)
+                if not (taken and tries_left and isinstance(exc, RuntimeError)):
+                    raise
+                self.servers = self._servers()
+        raise AssertionError("unreachable")
 
     def running(self) -> list[NatsServer]:
         return [s for s in self.servers if s.proc is not None]
