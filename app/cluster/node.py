@@ -606,8 +606,11 @@ class Node:
         slot.role = "standby"
 
     async def _leave(self) -> None:
-        """Every partition stopped cleanly (owners give their leases up), the heartbeat
-        deleted: the others take over without waiting for a lease to lapse."""
+        """The heartbeat deleted first (the others assign without this node), then every
+        partition stopped cleanly (an owner gives its lease up): the others take over
+        without waiting for a lease to lapse."""
+        with contextlib.suppress(Exception):
+            await self._on_bus(self.nodes_kv.delete(self.me), READ_TIMEOUT_S)
         for slot in self.slots.values():
             if slot.busy is not None and not slot.busy.done():
                 with contextlib.suppress(Exception):
@@ -620,5 +623,3 @@ class Node:
                 log.exception("p%d: not stopped cleanly", k)
         for relay in self.relays.values():
             relay.close()
-        with contextlib.suppress(Exception):
-            await self._on_bus(self.nodes_kv.delete(self.me), READ_TIMEOUT_S)
