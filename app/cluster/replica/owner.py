@@ -126,14 +126,23 @@ class Lease:
         return self.lost is None and time.monotonic() < self.deadline
 
     @classmethod
-    async def acquire(cls, bus: Bus, k: int, value: bytes) -> Lease | None:
-        """The lease if nobody holds it (created now), else None."""
-        sent = time.monotonic()
-        try:
-            revision = await bus.owners.create(lease_key(k), value)
-        except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.KeyNotFoundError):
-            # held; or it expired just as create looked (nats-py's create then reads it)
-            return None
+    async def acquire(cls, bus: Bus, k: int, value: bytes, timeout_s: float) -> Lease | None:
+        """The lease if nobody holds it (created now), else None. NATS not answering (the
+        bucket's leader being elected) is retried for ``timeout_s``."""
+        give_up_at = time.monotonic() + timeout_s
+        while True:
+            sent = time.monotonic()
+            try:
+                revision = await bus.owners.create(lease_key(k), value)
+                break
+            except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.KeyNotFoundError):
+                # held; or it expired just as create looked (nats-py's create then reads it)
+                return None
+            except Exception as exc:  # no responders, a timeout: not an answer
+                if time.monotonic() > give_up_at:
+                    raise
+                log.warning("lease of p%d not answered (%s); retrying", k, exc or type(exc))
+                await asyncio.sleep(RETRY_S)
         lease = cls(bus, k, value, revision, sent)
         lease._task = asyncio.get_running_loop().create_task(lease._renew_forever())
         return lease

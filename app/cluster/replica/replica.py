@@ -22,7 +22,14 @@ from collections.abc import Callable
 
 from app.cluster.replica import codec, snapshot
 from app.cluster.replica.bus import API_TIMEOUT_S, Bus
-from app.cluster.replica.owner import Changelog, Lease, last_seq, owner_value, publish
+from app.cluster.replica.owner import (
+    RETRY_S,
+    Changelog,
+    Lease,
+    last_seq,
+    owner_value,
+    publish,
+)
 from app.cluster.replica.standby import Standby
 from storage import keys
 from storage.keys import OWNED_MARK_KEY
@@ -109,7 +116,9 @@ class Replica:
         give_up_at = time.monotonic() + timeout_s
         epoch = standby.epoch + 1
         value = owner_value(self.node_id, self.advertise, epoch)
-        lease = self.bus.call(Lease.acquire(self.bus, self.k, value), API_TIMEOUT_S * 3)
+        lease = self.bus.call(
+            Lease.acquire(self.bus, self.k, value, timeout_s), timeout_s + API_TIMEOUT_S * 2
+        )
         if lease is None:
             raise LeaseHeld(self._holder())
         try:
@@ -148,7 +157,12 @@ class Replica:
         while True:
             if not lease.valid or time.monotonic() > give_up_at:
                 raise TimeoutError(f"p{self.k}: could not fence the changelog in time")
-            target = self.bus.call(last_seq(self.bus, self.k), API_TIMEOUT_S * 3)
+            try:
+                target = self.bus.call(last_seq(self.bus, self.k), API_TIMEOUT_S * 3)
+            except Exception as exc:  # the stream's leader being elected: ask again
+                log.warning("p%d: the changelog's last seq not answered (%s)", self.k, exc)
+                time.sleep(RETRY_S)
+                continue
             if not standby.wait_applied(target, max(0.0, give_up_at - time.monotonic())):
                 continue
             writes: codec.Staged = {}
