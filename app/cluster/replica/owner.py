@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 import nats.js.errors
 from nats.js.api import Header
 
-from app.cluster.replica import codec
 from app.cluster.replica.bus import API_TIMEOUT_S, STREAM, Bus, subject
+from app.cluster.replica.codec import Staged, encode_commits, split
 from storage.errors import PartitionUnavailable
 from storage.store import DeleteRange
 from workers.histogram import Histogram
@@ -209,7 +209,7 @@ class Lease:
             self._task.cancel()
 
 
-_Pending = tuple[Sequence[DeleteRange], codec.Staged, "concurrent.futures.Future[int]"]
+_Pending = tuple[Sequence[DeleteRange], Staged, "concurrent.futures.Future[int]"]
 
 
 class Changelog:
@@ -253,7 +253,7 @@ class Changelog:
         return None
 
     def append(
-        self, ranges: Sequence[DeleteRange], staged: codec.Staged
+        self, ranges: Sequence[DeleteRange], staged: Staged
     ) -> concurrent.futures.Future[int]:
         future: concurrent.futures.Future[int] = concurrent.futures.Future()
         with self._lock:
@@ -282,9 +282,9 @@ class Changelog:
                     self._fail(taken)
                     return
             try:
-                body = codec.encode_commits([(r, s) for r, s, _ in taken])
+                body = encode_commits([(r, s) for r, s, _ in taken])
                 seq: int | None = self.last
-                for payload in codec.split(body, self.bus.max_record_bytes):
+                for payload in split(body, self.bus.max_record_bytes):
                     seq = await self._append(payload)
                     if seq is None:
                         break

@@ -20,8 +20,8 @@ import shutil
 import time
 from collections.abc import Callable
 
-from app.cluster.replica import codec, snapshot
 from app.cluster.replica.bus import API_TIMEOUT_S, Bus
+from app.cluster.replica.codec import Staged, fence_record
 from app.cluster.replica.owner import (
     RETRY_S,
     Changelog,
@@ -30,6 +30,7 @@ from app.cluster.replica.owner import (
     owner_value,
     publish,
 )
+from app.cluster.replica.snapshot import SNAPSHOT_RECORDS, restore
 from app.cluster.replica.standby import Standby
 from storage import keys
 from storage.keys import OWNED_MARK_KEY
@@ -55,7 +56,7 @@ class Replica:
         advertise: str,
         on_deposed: Callable[[int], None],
         memory_share: int = 1,
-        snapshot_every: int = snapshot.SNAPSHOT_RECORDS,
+        snapshot_every: int = SNAPSHOT_RECORDS,
     ) -> None:
         """``snapshot_every``: records a standby applies between two snapshots."""
         self.bus = bus
@@ -87,13 +88,13 @@ class Replica:
         if self.standby is not None:
             return
         if _is_empty(self.path):
-            snapshot.restore(self.bus, self.k, self.path)
+            restore(self.bus, self.k, self.path)
         standby = self._standby()
         if standby.owned_mark:
             standby.close()
             log.info("p%d: the local copy was an owner's: rebuilding it", self.k)
             shutil.rmtree(self.path)
-            snapshot.restore(self.bus, self.k, self.path)
+            restore(self.bus, self.k, self.path)
             standby = self._standby()
         self.standby = standby
         self.role = "standby"
@@ -165,10 +166,10 @@ class Replica:
                 continue
             if not standby.wait_applied(target, max(0.0, give_up_at - time.monotonic())):
                 continue
-            writes: codec.Staged = {}
+            writes: Staged = {}
             if not standby.has_secret:  # the partition's first owner: every copy gets it
                 writes[CF.META] = {keys.RECEIPT_SECRET_KEY: os.urandom(SECRET_BYTES)}
-            record = codec.fence_record(self.node_id, epoch, [((), writes)] if writes else [])
+            record = fence_record(self.node_id, epoch, [((), writes)] if writes else [])
             attempt += 1
             seq = self.bus.call(
                 publish(

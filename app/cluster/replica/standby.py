@@ -26,9 +26,24 @@ import nats.errors
 from nats.aio.subscription import Subscription
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from app.cluster.replica import codec, snapshot
 from app.cluster.replica.bus import Bus, subject
+from app.cluster.replica.codec import (
+    COMMITS,
+    FENCE,
+    LAST_PART,
+    PART,
+    Commit,
+    decode_commits,
+    decode_fence,
+)
 from app.cluster.replica.owner import PREV_HEADER
+from app.cluster.replica.snapshot import (
+    SNAPSHOT_RECORDS,
+    TRANSFER_TIMEOUT_S,
+    pack,
+    restore,
+    upload,
+)
 from storage import keys
 from storage.errors import CorruptRecordError
 from storage.keys import CHANGELOG_EPOCH_KEY, CHANGELOG_SEQ_KEY, OWNED_MARK_KEY, read_u64, u64
@@ -56,7 +71,7 @@ class Standby:
         path: str,
         *,
         memory_share: int = 1,
-        snapshot_every: int = snapshot.SNAPSHOT_RECORDS,
+        snapshot_every: int = SNAPSHOT_RECORDS,
     ) -> None:
         self.bus = bus
         self.k = k
@@ -149,7 +164,7 @@ class Standby:
         """Write these records (in seq order) and the seq they reach, as one batch; then
         a snapshot, if one is due. Gap if records are missing before one of them (what
         came before it is written first)."""
-        commits: list[codec.Commit] = []
+        commits: list[Commit] = []
         epoch = self.epoch
         last = self.applied
         gap: Gap | None = None
@@ -161,20 +176,20 @@ class Standby:
                 break
             kind = data[:1]
             try:
-                if kind == codec.COMMITS:
-                    commits.extend(codec.decode_commits(memoryview(data)[1:]))
-                elif kind == codec.PART:
+                if kind == COMMITS:
+                    commits.extend(decode_commits(memoryview(data)[1:]))
+                elif kind == PART:
                     if not self._parts:
                         self._parts_from = last
                     self._parts.append(data[1:])
-                elif kind == codec.LAST_PART:
+                elif kind == LAST_PART:
                     body = b"".join([*self._parts, data[1:]])
                     self._parts.clear()
-                    commits.extend(codec.decode_commits(body))
-                elif kind == codec.FENCE:
+                    commits.extend(decode_commits(body))
+                elif kind == FENCE:
                     self._parts.clear()  # an unfinished run: its owner was deposed
-                    fence = codec.decode_fence(data)
-                    commits.extend(codec.decode_commits(fence.body))
+                    fence = decode_fence(data)
+                    commits.extend(decode_commits(fence.body))
                     epoch = fence.epoch
                 else:
                     raise CorruptRecordError(f"unknown changelog record kind {kind!r}")
@@ -191,7 +206,7 @@ class Standby:
         if self._since_snapshot >= self.snapshot_every and not self._parts:
             self._snapshot()
 
-    def _write(self, commits: list[codec.Commit], last: int, epoch: int) -> None:
+    def _write(self, commits: list[Commit], last: int, epoch: int) -> None:
         stored = self._parts_from if self._parts else last  # a restart reads the run again
         self.store.write_commits(
             commits,
@@ -214,11 +229,11 @@ class Standby:
         work = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(self.path)), prefix=".snap-")
         try:
             seq = self.applied
-            tar_path = snapshot.pack(self.store, seq, work)
+            tar_path = pack(self.store, seq, work)
         except Exception:
             shutil.rmtree(work, ignore_errors=True)
             raise
-        self._uploading = self.bus.submit(snapshot.upload(self.bus, self.k, tar_path, seq))
+        self._uploading = self.bus.submit(upload(self.bus, self.k, tar_path, seq))
 
         def done(future: concurrent.futures.Future[None]) -> None:
             shutil.rmtree(work, ignore_errors=True)
@@ -237,7 +252,7 @@ class Standby:
         """Replace the copy with the stored snapshot (a gap: its records were purged)."""
         self.store.close()
         shutil.rmtree(self.path)
-        snapshot.restore(self.bus, self.k, self.path)
+        restore(self.bus, self.k, self.path)
         self._parts.clear()
         with self._cond:
             self._open()
@@ -257,7 +272,7 @@ class Standby:
         self.stop()
         if self._uploading is not None:
             with contextlib.suppress(Exception):
-                self._uploading.result(snapshot.TRANSFER_TIMEOUT_S)
+                self._uploading.result(TRANSFER_TIMEOUT_S)
         self.store.close()
 
 
