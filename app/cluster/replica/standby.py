@@ -54,6 +54,7 @@ log = logging.getLogger("rocktimer.cluster")
 APPLY_BATCH = 512  # records written as one WriteBatch at most (rebuild: bigger is faster)
 POLL_S = 0.25  # how often the reader looks whether it was told to stop
 PENDING_LIMIT = 4096  # records buffered by the subscription
+PENDING_BYTES = 64 * 1024 * 1024  # and their bytes (past either, the consumer starts again)
 RESUBSCRIBE_S = 0.5  # after a failed read or write, before reading again
 
 Item = tuple[int, int | None, bytes]  # a record: its seq, the seq before it, its data
@@ -138,6 +139,7 @@ class Standby:
                 deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self.applied + 1
             ),
             pending_msgs_limit=PENDING_LIMIT,
+            pending_bytes_limit=PENDING_BYTES,
         )
         try:
             while not self._stop.is_set():
