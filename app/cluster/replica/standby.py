@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import logging
 import os
 import shutil
@@ -37,13 +36,7 @@ from app.cluster.replica.codec import (
     decode_fence,
 )
 from app.cluster.replica.owner import PREV_HEADER
-from app.cluster.replica.snapshot import (
-    SNAPSHOT_RECORDS,
-    TRANSFER_TIMEOUT_S,
-    pack,
-    restore,
-    upload,
-)
+from app.cluster.replica.snapshot import SNAPSHOT_RECORDS, put, restore, take
 from storage import keys
 from storage.errors import CorruptRecordError
 from storage.keys import CHANGELOG_EPOCH_KEY, CHANGELOG_SEQ_KEY, OWNED_MARK_KEY, read_u64, u64
@@ -224,28 +217,25 @@ class Standby:
             self._cond.notify_all()
 
     def _snapshot(self) -> None:
-        """Checkpoint and pack the copy here (the reader waits), upload on the loop."""
+        """Checkpoint the copy here (quick: the reader waits for it), pack and upload it in
+        the background (the reader goes on)."""
         if self._uploading is not None and not self._uploading.done():
             return  # the last one is still on its way: the next batch tries again
         self._since_snapshot = 0
         work = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(self.path)), prefix=".snap-")
         try:
-            seq = self.applied
-            tar_path = pack(self.store, seq, work)
+            checkpoint = take(self.store, work)
         except Exception:
             shutil.rmtree(work, ignore_errors=True)
             raise
-        self._uploading = self.bus.submit(upload(self.bus, self.k, tar_path, seq))
+        self._uploading = self.bus.submit(put(self.bus, self.k, checkpoint, self.applied, work))
 
         def done(future: concurrent.futures.Future[None]) -> None:
             shutil.rmtree(work, ignore_errors=True)
-            if future.cancelled() or future.exception() is not None:
-                log.warning(
-                    "p%d: snapshot upload failed (the next one retries): %s",
-                    self.k,
-                    future.exception(),
-                )
-            else:
+            failed = None if future.cancelled() else future.exception()
+            if failed is not None:
+                log.warning("p%d: snapshot not stored (the next one retries): %s", self.k, failed)
+            elif not future.cancelled():
                 self.snapshots += 1
 
         self._uploading.add_done_callback(done)
@@ -271,10 +261,7 @@ class Standby:
             self._task.cancel()
 
     def close(self) -> None:
-        self.stop()
-        if self._uploading is not None:
-            with contextlib.suppress(Exception):
-                self._uploading.result(TRANSFER_TIMEOUT_S)
+        self.stop()  # a snapshot on its way goes on: it reads its own files, not the store
         self.store.close()
 
 
