@@ -231,7 +231,7 @@ def rebuild(batches: int, rounds: int) -> None:
                 first = Standby(bus, 0, str(root / "first"), snapshot_every=10**12)
                 first.wait_applied(last, 600)
                 seq = first.applied
-                tar = snapshot.pack(first.store, seq, str(root))
+                tar = snapshot.pack(snapshot.take(first.store, str(root)), seq, str(root))
                 bus.call(snapshot.upload(bus, 1, tar, seq), 600)
                 first.close()
                 replay: list[float] = []

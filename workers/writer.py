@@ -613,10 +613,16 @@ class Writer(_Loop):
                 results.append((op, False, exc))
         return results
 
-    def _process_batch(self, ops: list[_Op]) -> None:
-        broken: Exception | None = self._healthy_store()
+    def _refusal(self) -> Exception | None:
+        """Why no batch may be written now: the store is broken, or (cluster mode) this
+        node no longer owns the partition."""
+        broken = self._healthy_store()
         if broken is None and self.changelog is not None:
-            broken = self.changelog.refusal()
+            return self.changelog.refusal()
+        return broken
+
+    def _process_batch(self, ops: list[_Op]) -> None:
+        broken = self._refusal()
         if broken is not None:
             _complete([(op, False, broken) for op in ops])
             return
@@ -667,7 +673,16 @@ class Writer(_Loop):
         self.batches += 1
         self.ops_done += len(ops)
         self.batch_ops.observe(len(ops))
-        _complete(results)
+        _complete(self._unless_superseded(results))
+
+    def _unless_superseded(
+        self, results: list[tuple[_Op, bool, Any]]
+    ) -> list[tuple[_Op, bool, Any]]:
+        """The quick replies of a batch, failed if the partition was lost while it ran
+        (deposed, or a paused process past its lease): not answered from a copy another
+        node has taken over."""
+        late = self.changelog.refusal() if results and self.changelog is not None else None
+        return results if late is None else [(op, False, late) for op, _, _ in results]
 
 
 class Syncer(_Loop):

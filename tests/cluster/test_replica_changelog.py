@@ -14,6 +14,7 @@ import pytest
 from app.cluster.replica import Bus, Replica
 from storage.errors import PartitionUnavailable
 from storage.store import CF, RocksStore
+from storage.txn import Txn
 from tests.cluster.replica_support import (
     TOPIC,
     K,
@@ -186,3 +187,26 @@ def test_replica_a_send_is_answered_once_its_record_is_acknowledged(
     changelog = a.replica.changelog
     assert changelog is not None
     assert changelog.deposed is None  # nobody else took it: the same owner goes on
+
+
+def test_replica_a_quick_reply_is_not_given_once_the_lease_ran_out_during_its_batch(
+    nodes: list[Node], loop: Loop
+) -> None:
+    a, _ = nodes
+    engine = a.own()
+    changelog = a.replica.changelog
+    assert changelog is not None
+    lease = changelog.lease
+
+    def receive_while_paused(txn: Txn) -> str:
+        """A batch that outlives the lease, as one running when the process was stopped."""
+        lease.stop_renewing()
+        wait_until(lambda: not lease.valid, what="the lease deadline")
+        txn.put(CF.META, b"late", b"1")
+        return "answered from a superseded copy"
+
+    async def submit() -> str:
+        return await engine.writer.submit(receive_while_paused, durable=False)
+
+    with pytest.raises(PartitionUnavailable, match="is not served right now"):
+        loop.run(submit())

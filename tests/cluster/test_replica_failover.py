@@ -161,6 +161,5 @@ def test_replica_paused_owner_writes_nothing_after_the_fence(
         assert missing(engine, answered) == []  # every 201 it gave is in the new owner
         later = changelog(nats.urls, K, after_seq=fence)
         assert [r.seq for r in later if r.node == "a"] == []
-        assert later  # the new owner wrote after its fence
     finally:
         stop_within(engine)

@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 import nats.js.errors
 from nats.js.api import Header
 
-from app.cluster.replica import codec
 from app.cluster.replica.bus import API_TIMEOUT_S, STREAM, Bus, subject
+from app.cluster.replica.codec import Staged, encode_commits, split
 from storage.errors import PartitionUnavailable
 from storage.store import DeleteRange
 from workers.histogram import Histogram
@@ -126,14 +126,23 @@ class Lease:
         return self.lost is None and time.monotonic() < self.deadline
 
     @classmethod
-    async def acquire(cls, bus: Bus, k: int, value: bytes) -> Lease | None:
-        """The lease if nobody holds it (created now), else None."""
-        sent = time.monotonic()
-        try:
-            revision = await bus.owners.create(lease_key(k), value)
-        except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.KeyNotFoundError):
-            # held; or it expired just as create looked (nats-py's create then reads it)
-            return None
+    async def acquire(cls, bus: Bus, k: int, value: bytes, timeout_s: float) -> Lease | None:
+        """The lease if nobody holds it (created now), else None. NATS not answering (the
+        bucket's leader being elected) is retried for ``timeout_s``."""
+        give_up_at = time.monotonic() + timeout_s
+        while True:
+            sent = time.monotonic()
+            try:
+                revision = await bus.owners.create(lease_key(k), value)
+                break
+            except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.KeyNotFoundError):
+                # held; or it expired just as create looked (nats-py's create then reads it)
+                return None
+            except Exception as exc:  # no responders, a timeout: not an answer
+                if time.monotonic() > give_up_at:
+                    raise
+                log.warning("lease of p%d not answered (%s); retrying", k, exc or type(exc))
+                await asyncio.sleep(RETRY_S)
         lease = cls(bus, k, value, revision, sent)
         lease._task = asyncio.get_running_loop().create_task(lease._renew_forever())
         return lease
@@ -200,7 +209,7 @@ class Lease:
             self._task.cancel()
 
 
-_Pending = tuple[Sequence[DeleteRange], codec.Staged, "concurrent.futures.Future[int]"]
+_Pending = tuple[Sequence[DeleteRange], Staged, "concurrent.futures.Future[int]"]
 
 
 class Changelog:
@@ -244,7 +253,7 @@ class Changelog:
         return None
 
     def append(
-        self, ranges: Sequence[DeleteRange], staged: codec.Staged
+        self, ranges: Sequence[DeleteRange], staged: Staged
     ) -> concurrent.futures.Future[int]:
         future: concurrent.futures.Future[int] = concurrent.futures.Future()
         with self._lock:
@@ -273,9 +282,9 @@ class Changelog:
                     self._fail(taken)
                     return
             try:
-                body = codec.encode_commits([(r, s) for r, s, _ in taken])
+                body = encode_commits([(r, s) for r, s, _ in taken])
                 seq: int | None = self.last
-                for payload in codec.split(body, self.bus.max_record_bytes):
+                for payload in split(body, self.bus.max_record_bytes):
                     seq = await self._append(payload)
                     if seq is None:
                         break

@@ -20,9 +20,17 @@ import shutil
 import time
 from collections.abc import Callable
 
-from app.cluster.replica import codec, snapshot
 from app.cluster.replica.bus import API_TIMEOUT_S, Bus
-from app.cluster.replica.owner import Changelog, Lease, last_seq, owner_value, publish
+from app.cluster.replica.codec import Staged, fence_record
+from app.cluster.replica.owner import (
+    RETRY_S,
+    Changelog,
+    Lease,
+    last_seq,
+    owner_value,
+    publish,
+)
+from app.cluster.replica.snapshot import SNAPSHOT_RECORDS, restore
 from app.cluster.replica.standby import Standby
 from storage import keys
 from storage.keys import OWNED_MARK_KEY
@@ -48,7 +56,7 @@ class Replica:
         advertise: str,
         on_deposed: Callable[[int], None],
         memory_share: int = 1,
-        snapshot_every: int = snapshot.SNAPSHOT_RECORDS,
+        snapshot_every: int = SNAPSHOT_RECORDS,
     ) -> None:
         """``snapshot_every``: records a standby applies between two snapshots."""
         self.bus = bus
@@ -80,13 +88,13 @@ class Replica:
         if self.standby is not None:
             return
         if _is_empty(self.path):
-            snapshot.restore(self.bus, self.k, self.path)
+            restore(self.bus, self.k, self.path)
         standby = self._standby()
         if standby.owned_mark:
             standby.close()
             log.info("p%d: the local copy was an owner's: rebuilding it", self.k)
             shutil.rmtree(self.path)
-            snapshot.restore(self.bus, self.k, self.path)
+            restore(self.bus, self.k, self.path)
             standby = self._standby()
         self.standby = standby
         self.role = "standby"
@@ -109,7 +117,9 @@ class Replica:
         give_up_at = time.monotonic() + timeout_s
         epoch = standby.epoch + 1
         value = owner_value(self.node_id, self.advertise, epoch)
-        lease = self.bus.call(Lease.acquire(self.bus, self.k, value), API_TIMEOUT_S * 3)
+        lease = self.bus.call(
+            Lease.acquire(self.bus, self.k, value, timeout_s), timeout_s + API_TIMEOUT_S * 2
+        )
         if lease is None:
             raise LeaseHeld(self._holder())
         try:
@@ -148,13 +158,18 @@ class Replica:
         while True:
             if not lease.valid or time.monotonic() > give_up_at:
                 raise TimeoutError(f"p{self.k}: could not fence the changelog in time")
-            target = self.bus.call(last_seq(self.bus, self.k), API_TIMEOUT_S * 3)
+            try:
+                target = self.bus.call(last_seq(self.bus, self.k), API_TIMEOUT_S * 3)
+            except Exception as exc:  # the stream's leader being elected: ask again
+                log.warning("p%d: the changelog's last seq not answered (%s)", self.k, exc)
+                time.sleep(RETRY_S)
+                continue
             if not standby.wait_applied(target, max(0.0, give_up_at - time.monotonic())):
                 continue
-            writes: codec.Staged = {}
+            writes: Staged = {}
             if not standby.has_secret:  # the partition's first owner: every copy gets it
                 writes[CF.META] = {keys.RECEIPT_SECRET_KEY: os.urandom(SECRET_BYTES)}
-            record = codec.fence_record(self.node_id, epoch, [((), writes)] if writes else [])
+            record = fence_record(self.node_id, epoch, [((), writes)] if writes else [])
             attempt += 1
             seq = self.bus.call(
                 publish(

@@ -16,6 +16,7 @@ copy that misses writes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
@@ -39,10 +40,15 @@ def name(k: int) -> str:
     return f"p{k}"
 
 
-def pack(store: RocksStore, seq: int, work_dir: str) -> str:
-    """A tar of a checkpoint of ``store`` (which holds the changelog up to ``seq``)."""
+def take(store: RocksStore, work_dir: str) -> str:
+    """A checkpoint of ``store`` in ``work_dir`` (quick: hard links, memtables flushed)."""
     checkpoint = os.path.join(work_dir, "checkpoint")
     store.checkpoint(checkpoint)
+    return checkpoint
+
+
+def pack(checkpoint: str, seq: int, work_dir: str) -> str:
+    """A tar of ``checkpoint`` (slow for a large copy: on a thread of its own)."""
     tar_path = os.path.join(work_dir, f"snapshot-{seq}.tar")
     with tarfile.open(tar_path, "w") as tar:
         tar.add(checkpoint, arcname=".")
@@ -50,13 +56,25 @@ def pack(store: RocksStore, seq: int, work_dir: str) -> str:
     return tar_path
 
 
+async def put(bus: Bus, k: int, checkpoint: str, seq: int, work_dir: str) -> None:
+    """Pack a checkpoint holding the changelog up to ``seq`` and store it (``upload``)."""
+    tar_path = await asyncio.to_thread(pack, checkpoint, seq, work_dir)
+    await upload(bus, k, tar_path, seq)
+
+
 async def upload(bus: Bus, k: int, tar_path: str, seq: int) -> None:
-    """Put the snapshot, then purge the subject below ``seq`` (keeping record ``seq``)."""
+    """Put the snapshot (unless a later one is stored already), then purge the subject
+    below the seq of the snapshot stored now (keeping that record): if another node's
+    older snapshot replaced this one meanwhile, less is purged, never records it lacks."""
+    if await latest_seq(bus, k) >= seq:
+        return
     obs = await bus.js.object_store(SNAPSHOT_BUCKET)
     with open(tar_path, "rb") as f:
         await obs.put(name(k), f, meta=ObjectMeta(name=name(k), description=f"{SEQ_PREFIX}{seq}"))
-    await bus.js.purge_stream(STREAM, subject=subject(k), seq=seq)
-    log.info("p%d: snapshot at changelog seq %d stored, records below it purged", k, seq)
+    stored = min(seq, await latest_seq(bus, k))
+    if stored > 0:
+        await bus.js.purge_stream(STREAM, subject=subject(k), seq=stored)
+    log.info("p%d: snapshot at changelog seq %d stored, records below %d purged", k, seq, stored)
 
 
 async def latest_seq(bus: Bus, k: int) -> int:

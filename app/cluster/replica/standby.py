@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import logging
 import os
 import shutil
@@ -26,9 +25,18 @@ import nats.errors
 from nats.aio.subscription import Subscription
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from app.cluster.replica import codec, snapshot
 from app.cluster.replica.bus import Bus, subject
+from app.cluster.replica.codec import (
+    COMMITS,
+    FENCE,
+    LAST_PART,
+    PART,
+    Commit,
+    decode_commits,
+    decode_fence,
+)
 from app.cluster.replica.owner import PREV_HEADER
+from app.cluster.replica.snapshot import SNAPSHOT_RECORDS, put, restore, take
 from storage import keys
 from storage.errors import CorruptRecordError
 from storage.keys import CHANGELOG_EPOCH_KEY, CHANGELOG_SEQ_KEY, OWNED_MARK_KEY, read_u64, u64
@@ -39,6 +47,7 @@ log = logging.getLogger("rocktimer.cluster")
 APPLY_BATCH = 512  # records written as one WriteBatch at most (rebuild: bigger is faster)
 POLL_S = 0.25  # how often the reader looks whether it was told to stop
 PENDING_LIMIT = 4096  # records buffered by the subscription
+PENDING_BYTES = 64 * 1024 * 1024  # and their bytes (past either, the consumer starts again)
 RESUBSCRIBE_S = 0.5  # after a failed read or write, before reading again
 
 Item = tuple[int, int | None, bytes]  # a record: its seq, the seq before it, its data
@@ -56,7 +65,7 @@ class Standby:
         path: str,
         *,
         memory_share: int = 1,
-        snapshot_every: int = snapshot.SNAPSHOT_RECORDS,
+        snapshot_every: int = SNAPSHOT_RECORDS,
     ) -> None:
         self.bus = bus
         self.k = k
@@ -123,6 +132,7 @@ class Standby:
                 deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self.applied + 1
             ),
             pending_msgs_limit=PENDING_LIMIT,
+            pending_bytes_limit=PENDING_BYTES,
         )
         try:
             while not self._stop.is_set():
@@ -149,7 +159,7 @@ class Standby:
         """Write these records (in seq order) and the seq they reach, as one batch; then
         a snapshot, if one is due. Gap if records are missing before one of them (what
         came before it is written first)."""
-        commits: list[codec.Commit] = []
+        commits: list[Commit] = []
         epoch = self.epoch
         last = self.applied
         gap: Gap | None = None
@@ -161,20 +171,20 @@ class Standby:
                 break
             kind = data[:1]
             try:
-                if kind == codec.COMMITS:
-                    commits.extend(codec.decode_commits(memoryview(data)[1:]))
-                elif kind == codec.PART:
+                if kind == COMMITS:
+                    commits.extend(decode_commits(memoryview(data)[1:]))
+                elif kind == PART:
                     if not self._parts:
                         self._parts_from = last
                     self._parts.append(data[1:])
-                elif kind == codec.LAST_PART:
+                elif kind == LAST_PART:
                     body = b"".join([*self._parts, data[1:]])
                     self._parts.clear()
-                    commits.extend(codec.decode_commits(body))
-                elif kind == codec.FENCE:
+                    commits.extend(decode_commits(body))
+                elif kind == FENCE:
                     self._parts.clear()  # an unfinished run: its owner was deposed
-                    fence = codec.decode_fence(data)
-                    commits.extend(codec.decode_commits(fence.body))
+                    fence = decode_fence(data)
+                    commits.extend(decode_commits(fence.body))
                     epoch = fence.epoch
                 else:
                     raise CorruptRecordError(f"unknown changelog record kind {kind!r}")
@@ -191,7 +201,7 @@ class Standby:
         if self._since_snapshot >= self.snapshot_every and not self._parts:
             self._snapshot()
 
-    def _write(self, commits: list[codec.Commit], last: int, epoch: int) -> None:
+    def _write(self, commits: list[Commit], last: int, epoch: int) -> None:
         stored = self._parts_from if self._parts else last  # a restart reads the run again
         self.store.write_commits(
             commits,
@@ -207,28 +217,25 @@ class Standby:
             self._cond.notify_all()
 
     def _snapshot(self) -> None:
-        """Checkpoint and pack the copy here (the reader waits), upload on the loop."""
+        """Checkpoint the copy here (quick: the reader waits for it), pack and upload it in
+        the background (the reader goes on)."""
         if self._uploading is not None and not self._uploading.done():
             return  # the last one is still on its way: the next batch tries again
         self._since_snapshot = 0
         work = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(self.path)), prefix=".snap-")
         try:
-            seq = self.applied
-            tar_path = snapshot.pack(self.store, seq, work)
+            checkpoint = take(self.store, work)
         except Exception:
             shutil.rmtree(work, ignore_errors=True)
             raise
-        self._uploading = self.bus.submit(snapshot.upload(self.bus, self.k, tar_path, seq))
+        self._uploading = self.bus.submit(put(self.bus, self.k, checkpoint, self.applied, work))
 
         def done(future: concurrent.futures.Future[None]) -> None:
             shutil.rmtree(work, ignore_errors=True)
-            if future.cancelled() or future.exception() is not None:
-                log.warning(
-                    "p%d: snapshot upload failed (the next one retries): %s",
-                    self.k,
-                    future.exception(),
-                )
-            else:
+            failed = None if future.cancelled() else future.exception()
+            if failed is not None:
+                log.warning("p%d: snapshot not stored (the next one retries): %s", self.k, failed)
+            elif not future.cancelled():
                 self.snapshots += 1
 
         self._uploading.add_done_callback(done)
@@ -237,7 +244,7 @@ class Standby:
         """Replace the copy with the stored snapshot (a gap: its records were purged)."""
         self.store.close()
         shutil.rmtree(self.path)
-        snapshot.restore(self.bus, self.k, self.path)
+        restore(self.bus, self.k, self.path)
         self._parts.clear()
         with self._cond:
             self._open()
@@ -254,10 +261,7 @@ class Standby:
             self._task.cancel()
 
     def close(self) -> None:
-        self.stop()
-        if self._uploading is not None:
-            with contextlib.suppress(Exception):
-                self._uploading.result(snapshot.TRANSFER_TIMEOUT_S)
+        self.stop()  # a snapshot on its way goes on: it reads its own files, not the store
         self.store.close()
 
 
