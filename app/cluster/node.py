@@ -291,7 +291,7 @@ class Node:
                 try:
                     return [int(k) for k in value.split(b",") if k]
                 except ValueError:
-                    return []
+                    return [-1]  # none of ours: refused
         return None
 
     def apps(self) -> dict[int, Service]:
