@@ -409,7 +409,13 @@ class Node:
         return await asyncio.wrap_future(self.bus.submit(bounded()))
 
     async def _heartbeat(self) -> None:
-        value = orjson.dumps({"advertise": self.advertise})
+        """This node's heartbeat: where it answers, and how far its standby copies are."""
+        applied = {
+            str(k): slot.replica.applied_seq
+            for k, slot in self.slots.items()
+            if slot.role == "standby" and not slot.deposed
+        }
+        value = orjson.dumps({"advertise": self.advertise, "applied": applied})
         try:
             await self._on_bus(self.nodes_kv.put(self.me, value), READ_TIMEOUT_S)
         except Exception as exc:  # NATS away: the owners' leases decide what happens
@@ -488,7 +494,7 @@ class Node:
         if slot.deposed:
             return functools.partial(self._demote, k)
         if slot.role == "owner":
-            if self.view.should_hand_over(k, now) is not None:
+            if slot.owned is not None and self._successor(k, slot.owned, now) is not None:
                 return functools.partial(self._hand_over, k)
             return None
         if self.view.should_take(k, now) or self.view.owner_node(k, now) == self.me:
@@ -599,8 +605,13 @@ class Node:
         if self.server is not None and owned.engine in self.server.engines:
             self.server.engines.remove(owned.engine)
 
+    def _successor(self, k: int, owned: Owned, now: float) -> str | None:
+        return self.view.should_hand_over(k, now, owned.changelog.last)
+
     async def _hand_over(self, k: int) -> None:
-        log.info("p%d: handed over to %s", k, self.view.should_hand_over(k, time.monotonic()))
+        owned = self.slots[k].owned
+        to = None if owned is None else self._successor(k, owned, time.monotonic())
+        log.info("p%d: handed over to %s", k, to)
         await self._stop_app(k)
         slot = self.slots[k]
         await asyncio.to_thread(slot.replica.release)

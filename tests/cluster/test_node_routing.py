@@ -240,3 +240,48 @@ def test_requests_relayed_to_a_paused_owner_end_once_its_lease_is_over(
         assert found.status_code == 200, found.text
     else:
         assert_unavailable(resumed)
+
+
+def test_a_node_that_joins_is_handed_its_share_with_the_data(tmp_path: Any) -> None:
+    """Two nodes own 3 partitions each; a third joins: once its standby copies caught up,
+    it is handed 2 (one from each), with everything written before, and the partitions
+    stay writable through the hand-over but for brief 503s."""
+    cluster = Cluster(tmp_path / "joined", 3)
+    try:
+        cluster.nats.start()
+        first, second, third = cluster.nodes
+        for node in (first, second):
+            node.spawn()
+        for node in (first, second):
+            cluster.wait_node(node)
+        owners = cluster.wait_owned(among=[first, second])
+        topics = {k: cluster.topic_in(k, "joined") for k in range(cluster.partitions)}
+        before = {}
+        for k, topic in topics.items():
+            sent = send(first, topic, "before")
+            assert sent.status_code == 201, sent.text
+            before[k] = sent.json()["msg_id"]
+        third.spawn()
+        cluster.wait_node(third)
+        unavailable = Counter[int]()
+
+        def handed_over() -> dict[int, Any] | None:
+            for k, topic in topics.items():  # writes go on meanwhile
+                response = send(first, topic, "during")
+                if response.status_code != 201:
+                    assert_unavailable(response)
+                    unavailable[k] += 1
+            found = cluster.owners()
+            counts = Counter(o.node for o in found.values())
+            return found if sorted(counts.values()) == [2, 2, 2] and len(found) == 6 else None
+
+        owners = wait_until("the third node's share", handed_over, BALANCED_S, 0.1)
+        for k, topic in topics.items():
+            owner = cluster.node(owners[k].node)
+            state = httpx.get(f"{owner.url}/v1/topics/{topic}/messages/{before[k]}")
+            assert state.status_code == 200, (k, owner, state.text)
+        moved = [k for k, o in owners.items() if o.node == third.node_id]
+        assert len(moved) == 2
+        assert set(unavailable) <= set(moved), unavailable  # only the moved ones paused
+    finally:
+        cluster.kill()
