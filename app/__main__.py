@@ -1,5 +1,6 @@
 """``python -m app``: run the service with uvicorn: one process owning the store, or, for a
-partitioned data dir, a supervisor of worker processes (app/cluster/).
+partitioned data dir, a supervisor of worker processes (app/cluster/), or, with
+ROCKTIMER_CLUSTER, a node of a cluster (app/cluster/node.py).
 
 What can go wrong at start is said in one line on stderr, never a traceback: a bad
 setting (naming the variable and what it accepts), a data dir another process holds, a
@@ -68,6 +69,8 @@ def _accepts(field: str) -> str:
     if field == "api_keys":
         return 'a JSON object {"<key>": "producer" | "consumer" | "admin", ...}'
     info = Settings.model_fields[field]
+    if info.description:
+        return info.description
     choices = getattr(info.annotation, "__args__", None)
     if choices and all(isinstance(c, str) for c in choices):
         return " | ".join(choices)
@@ -100,7 +103,8 @@ def describe(exc: ValidationError | SettingsError) -> str:
         where = ".".join(str(p) for p in err["loc"][1:])
         value: Any = err.get("input")
         subject = f"{_env(field)}={value!r}" if not where else f"{_env(field)} ({where!r})"
-        parts.append(f"{subject}: {err['msg']}; it accepts {_accepts(field)}")
+        reason = "not of that form" if err["type"] == "string_pattern_mismatch" else err["msg"]
+        parts.append(f"{subject}: {reason}; it accepts {_accepts(field)}")
     return "bad setting " + "; ".join(parts)
 
 
@@ -183,7 +187,9 @@ class Server(uvicorn.Server):
 
     def __init__(self, config: uvicorn.Config, settings: Settings, *engines: Engine) -> None:
         super().__init__(config)
-        self.engines = engines
+        self.engines = list(
+            engines
+        )  # a cluster node adds and removes its own (app/cluster/node.py)
         self.settings = settings
         self.worker_died = False
 
@@ -239,6 +245,11 @@ def server_config(app: ASGIApp, settings: Settings) -> uvicorn.Config:
 def main() -> None:
     settings = load_settings()
     logs.configure(settings.log_level, settings.log_format)
+    if settings.cluster:
+        from app.cluster import node
+
+        node.run(settings)
+        return
     if (found := resolve_layout(settings)).partitions > 1:
         from app.cluster import supervisor
 

@@ -27,6 +27,8 @@ TEN_YEARS_MS = 315_576_000_000  # 10 x 365.25 days, api.md's default maximum del
 # at the year 9999) and a valid timer key, whatever the clock says.
 MAX_DELAY_LIMIT_MS = 10 * TEN_YEARS_MS
 DAY_MS = 86_400_000  # the longest interval a worker's period or a keep-alive may be set to
+# ROCKTIMER_CLUSTER: empty, or nats:// (or tls://) host:port URLs, comma-separated.
+CLUSTER_URLS = r"^$|^(nats|tls)://[^\s,/]+:[0-9]{1,5}(,(nats|tls)://[^\s,/]+:[0-9]{1,5})*$"
 
 
 class Role(enum.StrEnum):
@@ -47,6 +49,23 @@ class Settings(BaseSettings):
     # records, or one per worker for a new one.
     partitions: int = Field(0, ge=0, le=1_024)
     data_dir: str = "./data"
+    # Cluster mode (app/cluster/node.py): the NATS servers, comma-separated nats://host:port;
+    # empty: one machine, and NATS is never imported.
+    cluster: str = Field(
+        "", pattern=CLUSTER_URLS, description="nats://host:port URLs, comma-separated"
+    )
+    # This node's name in the cluster (required in cluster mode).
+    node_id: str = Field(
+        "", pattern=r"^[A-Za-z0-9_-]{0,64}$", description="up to 64 of A-Z a-z 0-9 _ -"
+    )
+    # Where the other nodes reach this node's HTTP; empty: host:port.
+    advertise: str = Field(
+        "", pattern=r"^([^\s:/\[\]]+|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}$|^$", description="host:port"
+    )
+    # JetStream replicas of the changelog and the cluster's KV buckets.
+    replicas: int = Field(3, ge=1, le=5)
+    # A partition owner's lease: renewed every quarter of it; a node silent this long is gone.
+    lease_ms: int = Field(4_000, ge=1_000, le=60_000)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
     access_log: bool = True  # one line per request at info (method, path, status, ms)

@@ -60,7 +60,7 @@ LOCKS = (
     Lock(ROOT / "requirements-build.lock", (BUILD,)),
     Lock(ROOT / "requirements.lock", (RUNTIME,)),
     Lock(ROOT / "requirements-pipeline.lock", (RUNTIME, "pipeline")),
-    # The NATS server alone, for the compose profile `cluster`'s NATS image (nats.Dockerfile).
+    # The NATS server alone, for the NATS image of the compose profile `cluster`.
     Lock(ROOT / "requirements-nats.lock", ("nats",)),
 )
 

@@ -1,12 +1,13 @@
-"""A worker process's ASGI app: each request to the partition that answers it.
+"""A worker process's (or a cluster node's) ASGI app: each request to the partition that
+answers it, wherever its locator (app/cluster/locator.py) says that partition is.
 
 - ``/v1/topics/{topic}/...``: the topic's partition (``crc32(topic) % P``). A partition of
   this process answers it itself (that partition's app, create_app's, whole: its front
   door, its routes, its engine); another's is relayed to its owner (app/cluster/relay.py).
 - ``GET /v1/topics``, ``/readyz``, ``/metrics``, ``/v1/stats`` (the console's overview):
   gathered from every partition and merged.
-  A request on the private socket is another worker gathering: it gets this process's
-  partitions only.
+  A request relayed from another process is that process gathering: it gets this
+  process's partitions only.
 - ``/v1/topics/%DLQ%{group}/...``: a group's dead letters, kept on their source topics'
   partitions, read from all of them (app/cluster/dlq.py).
 - anything else (``/healthz``, ``/openapi.json``, ``/docs``, the console's files, ``/v1/me``)
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -30,10 +31,11 @@ from starlette.types import Receive, Scope, Send
 
 from app.cluster.dlq import DeadLetters, kind
 from app.cluster.gather import Answer, Part, call, unanswered
-from app.cluster.layout import Layout, partition_of
-from app.cluster.relay import OwnerDown, Relay, unavailable
+from app.cluster.layout import partition_of
+from app.cluster.locator import Locator
+from app.cluster.relay import OwnerDown, unavailable
 from app.defaults import PAGE_DEFAULT
-from app.front import Service
+from app.limits import BodyLimit
 from app.wire import encode_cursor, json_response
 from storage.keys import DLQ_PREFIX
 
@@ -43,15 +45,8 @@ PARTITION_LABEL = "partition"
 
 
 class Router:
-    def __init__(
-        self, layout: Layout, worker: int, apps: dict[int, Service], sockets: Sequence[str]
-    ) -> None:
-        self.layout = layout
-        self.worker = worker
-        self.apps = apps
-        self.first = apps[min(apps)]
-        limit = self.first.limit
-        self.relays = {w: Relay(sockets[w], limit) for w in range(layout.workers) if w != worker}
+    def __init__(self, locator: Locator, limit: BodyLimit) -> None:
+        self.locator = locator
         self.gathered: dict[str, Callable[[Scope, Receive, Send], Awaitable[None]]] = {
             TOPICS: self._topics,
             "/readyz": self._readyz,
@@ -77,30 +72,27 @@ class Router:
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
-        await self.first(scope, receive, send)
-
-    @staticmethod
-    def _internal(scope: Scope) -> bool:
-        """Came in on the private unix socket (uvicorn gives a unix socket no port)."""
-        server = scope.get("server")
-        return server is not None and server[1] is None
+        if (part := self.locator.fallback(scope)) is None:
+            await unavailable("the service")(scope, receive, send)
+            return
+        try:
+            await part(scope, receive, send)
+        except OwnerDown:
+            await unavailable("the service")(scope, receive, send)
 
     async def _to_owner(self, topic: str, scope: Scope, receive: Receive, send: Send) -> None:
-        k = partition_of(topic, self.layout.partitions)
-        app = self.apps.get(k)
+        k = partition_of(topic, self.locator.partitions)
+        local = self.locator.local(scope)
+        app = None if local is None else local.get(k)
         if app is not None:
             await app(scope, receive, send)
-        else:
-            await self._relay(k, scope, receive, send)
-
-    async def _relay(self, k: int, scope: Scope, receive: Receive, send: Send) -> None:
-        owner = self.layout.owner(k)
-        relay = self.relays.get(owner)
-        if relay is None or self._internal(scope):  # never relayed twice
+            return
+        part = self.locator.owner(k, scope)
+        if part is None:
             await unavailable(f"partition {k}")(scope, receive, send)
             return
         try:
-            await relay.forward(scope, receive, send)
+            await part(scope, receive, send)
         except OwnerDown:
             await unavailable(f"partition {k}")(scope, receive, send)
 
@@ -109,30 +101,30 @@ class Router:
         await receive()  # lifespan.startup
         async with contextlib.AsyncExitStack() as stack:
             try:
-                for app in self.apps.values():
-                    await stack.enter_async_context(app.router.lifespan_context(app))
+                await stack.enter_async_context(self.locator.lifespan())
             except Exception as exc:
                 await send({"type": "lifespan.startup.failed", "message": repr(exc)})
                 return
             await send({"type": "lifespan.startup.complete"})
             await receive()  # lifespan.shutdown
-            for relay in self.relays.values():
-                relay.close()
         await send({"type": "lifespan.shutdown.complete"})
 
     # --- gathered from every partition ------------------------------------------------------
 
-    def parts(self, scope: Scope) -> list[Part]:
+    def parts(self, scope: Scope) -> list[Part | None]:
         """Who answers for which partitions, in a fixed order: each local partition's app,
-        then, for a client's request, each other worker (for its own partitions)."""
-        parts: list[Part] = list(self.apps.values())
-        if not self._internal(scope):
-            parts += [relay.forward for relay in self.relays.values()]
-        return parts
+        then, for a client's request, each other process (for its own partitions); a None
+        for partitions that no one answers now (a merge without them would be wrong)."""
+        local = self.locator.local(scope)
+        if local is None:
+            return [None]
+        return [*local.values(), *self.locator.others(scope)]
 
     @staticmethod
-    async def collect(part: Part, scope: Scope, body: bytes = b"") -> Answer | None:
-        """One part's answer to the request with ``body``; None if its worker is down."""
+    async def collect(part: Part | None, scope: Scope, body: bytes = b"") -> Answer | None:
+        """One part's answer to the request with ``body``; None if its owner is down."""
+        if part is None:
+            return None
         try:
             return await call(part, scope, body)
         except OwnerDown:
@@ -219,20 +211,19 @@ class Router:
     async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Every partition's metrics, each series with its ``partition`` label."""
         families: dict[str, Metric] = {}
-        for k, app in self.apps.items():
+        local = self.locator.local(scope)
+        others = self.locator.others(scope) if local is not None else [None]
+        fetched = await asyncio.gather(*(self.collect(part, scope) for part in others))
+        if (response := unanswered(list(fetched))) is not None:
+            await response(scope, receive, send)
+            return
+        for k, app in (local or {}).items():
             for family in app.state.registry.collect():
                 _merge(families, family, {PARTITION_LABEL: str(k)})
-        if not self._internal(scope):
-            fetched = await asyncio.gather(
-                *(self.collect(relay.forward, scope) for relay in self.relays.values())
-            )
-            if (response := unanswered(list(fetched))) is not None:
-                await response(scope, receive, send)
-                return
-            for answer in fetched:
-                assert answer is not None
-                for family in text_string_to_metric_families(answer.body.decode()):
-                    _merge(families, family, {})
+        for answer in fetched:
+            assert answer is not None
+            for family in text_string_to_metric_families(answer.body.decode()):
+                _merge(families, family, {})
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Families(list(families.values())))
         await Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)(

@@ -27,6 +27,7 @@ from app.__main__ import (
     tune_gc,
 )
 from app.cluster.layout import Layout
+from app.cluster.locator import Workers
 from app.cluster.router import Router
 from app.config import Settings
 from app.front import Service
@@ -101,14 +102,13 @@ def run(settings: Settings, layout: Layout, index: int) -> None:
             k: create_app(partition_settings(settings, layout, k), engine=engine)
             for k, engine in engines.items()
         }
-        router = Router(
-            layout, index, apps, [socket_path(layout, w) for w in range(layout.workers)]
-        )
-        sockets = [public_socket(settings), private_socket(socket_path(layout, index))]
+        sockets = [socket_path(layout, w) for w in range(layout.workers)]
+        router = Router(Workers(layout, index, apps, sockets), apps[min(apps)].limit)
+        listening = [public_socket(settings), private_socket(socket_path(layout, index))]
         tune_gc()
         log.info("worker %d: partitions %s of %d", index, owned, layout.partitions)
         server = Server(server_config(router, settings), settings, *engines.values())
-        server.run(sockets=sockets)
+        server.run(sockets=listening)
     finally:  # closes the stores if the lifespan never ran (it stops the engines itself)
         for engine in engines.values():
             engine.stop()

@@ -4,17 +4,18 @@ started again on its store dir."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from nats.js.api import StorageType
 
-from tests.support.nats import NatsCluster, run_client, server_config, stream_peers
+from tests.support.nats import NatsCluster, publish, run_client, server_config, stream_peers
 
 
 def test_server_config_names_every_route_and_the_sync_policy(tmp_path: Any) -> None:
     conf = server_config("n1", 4222, 6222, 8222, [6223, 6224], tmp_path, "always")
     assert 'routes: ["nats-route://127.0.0.1:6223", "nats-route://127.0.0.1:6224"]' in conf
-    assert "sync_interval: always" in conf
+    assert 'sync_interval: "always"' in conf
     assert "sync_interval" not in server_config("n1", 4222, 6222, 8222, [6223], tmp_path)
 
 
@@ -27,8 +28,8 @@ def test_three_servers_form_a_jetstream_cluster(nats_cluster: NatsCluster) -> No
         await js.add_stream(
             name="HARNESS", subjects=["harness.>"], num_replicas=3, storage=StorageType.FILE
         )
-        ack = await js.publish(
-            "harness.one", b"x", headers={"Nats-Expected-Last-Subject-Sequence": "0"}
+        ack = await publish(
+            js, "harness.one", b"x", headers={"Nats-Expected-Last-Subject-Sequence": "0"}
         )
         return int(ack.seq), str(ack.stream)
 
@@ -43,13 +44,23 @@ def test_three_servers_form_a_jetstream_cluster(nats_cluster: NatsCluster) -> No
     victim = nats_cluster.servers[0]
     victim.kill()
 
-    async def publish(js: Any) -> int:
-        ack = await js.publish("harness.two", b"y")
+    async def second(js: Any) -> int:
+        ack = await publish(js, "harness.two", b"y")
         return int(ack.seq)
 
-    assert run_client(",".join(s.url for s in nats_cluster.servers[1:]), publish) == 2
+    assert run_client(",".join(s.url for s in nats_cluster.servers[1:]), second) == 2
     victim.spawn()
     nats_cluster.wait_ready()
     assert {s.meta_leader() for s in nats_cluster.servers} == {
         nats_cluster.servers[1].meta_leader()
     }
+
+
+def test_sync_interval_always_reaches_jetstream(tmp_path: Path) -> None:
+    with NatsCluster(tmp_path, size=1, sync_interval="always") as one:
+        config = one.servers[0].monitor("/varz")["jetstream"]["config"]
+    assert config["sync_always"] is True
+    with NatsCluster(tmp_path / "default", size=1) as one:
+        config = one.servers[0].monitor("/varz")["jetstream"]["config"]
+    assert not config.get("sync_always")
+    assert config["sync_interval"] == 120_000_000_000  # ns: the server's 2-minute default

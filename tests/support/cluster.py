@@ -76,7 +76,8 @@ class Cluster:
     def start(self) -> Cluster:
         try:
             self.nats.start()
-            for node in self.nodes:
+            for node in self.nodes:  # the servers' ports are known once they listen
+                node.extra_env["ROCKTIMER_CLUSTER"] = self.nats.urls
                 node.spawn()
             for node in self.nodes:
                 self.wait_node(node)

@@ -27,12 +27,15 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from nats.js import JetStreamContext
+from nats.js.api import PubAck
 
 from tests.support.process import HOST, ServerProcess, free_port
 
 CLUSTER_NAME = "rocktimer"
 READY_TIMEOUT_S = 30.0  # three servers electing a meta leader take ~2 s; generous under load
 CLIENT_TIMEOUT_S = 5.0
+START_TRIES = 3
+PORT_TAKEN = "address already in use"
 OWNERS_BUCKET = "rocktimer_owners"  # CLUSTER.md: key p<k> -> {"node", "advertise", "epoch"}
 CHANGELOG_STREAM = "ROCKTIMER_CHANGELOG"  # subjects rocktimer.changelog.<k>
 NODE_HEADER = "Rocktimer-Node"  # which node appended a changelog record
@@ -70,20 +73,22 @@ def server_config(
     """A ``nats-server`` config file: client, cluster and monitoring ports on loopback,
     JetStream on ``store_dir``. ``sync_interval`` is JetStream's fsync policy: None is the
     server's default (an fsync every 2 minutes), ``"always"`` fsyncs every write."""
-    sync = f"\n  sync_interval: {sync_interval}" if sync_interval else ""
+    # quoted: unquoted, "2m" would be read as a number (2 million), not a duration
+    sync = f'\n  sync_interval: "{sync_interval}"' if sync_interval else ""
     route_urls = ", ".join(f'"nats-route://{HOST}:{p}"' for p in routes)
+    cluster = f"""cluster {{
+  name: {CLUSTER_NAME}
+  listen: "{HOST}:{cluster_port}"
+  routes: [{route_urls}]
+}}
+"""
     return f"""server_name: {name}
 listen: "{HOST}:{port}"
 http: "{HOST}:{monitor_port}"
 jetstream {{
   store_dir: "{store_dir}"{sync}
 }}
-cluster {{
-  name: {CLUSTER_NAME}
-  listen: "{HOST}:{cluster_port}"
-  routes: [{route_urls}]
-}}
-"""
+{cluster if routes else ""}"""
 
 
 class NatsServer(ServerProcess):
@@ -97,6 +102,7 @@ class NatsServer(ServerProcess):
         self.conf_path = folder / "nats.conf"
         self.conf_path.write_text(config)
         argv = [nats_server_binary(), "--config", str(self.conf_path)]
+        self.clustered = "cluster {" in config  # else a server alone: no meta group
         super().__init__(name, argv, {}, port, "/healthz", folder / "nats.log")
         self.store_dir = folder / "jetstream"
 
@@ -119,7 +125,9 @@ class NatsServer(ServerProcess):
     def answers(self) -> bool:
         """JetStream is up on this server and it knows the meta leader."""
         health = self.monitor("/healthz")
-        return bool(health and health.get("status") == "ok") and self.meta_leader() is not None
+        if not (health and health.get("status") == "ok"):
+            return False
+        return not self.clustered or self.meta_leader() is not None
 
     def meta_leader(self) -> str | None:
         jsz = self.monitor("/jsz")
@@ -134,22 +142,29 @@ class NatsCluster:
     (SIGKILL: their state is the tests' temp dir, thrown away)."""
 
     def __init__(self, work_dir: Path, size: int = 3, sync_interval: str | None = None) -> None:
-        ports = [(free_port(), free_port(), free_port()) for _ in range(size)]
+        self.work_dir = work_dir
+        self.size = size
+        self.sync_interval = sync_interval
+        self.servers = self._servers()
+
+    def _servers(self) -> list[NatsServer]:
+        """Servers on fresh free ports, each routed to the others' cluster ports."""
+        ports = [(free_port(), free_port(), free_port()) for _ in range(self.size)]
         cluster_ports = [p[1] for p in ports]
-        self.servers = [
+        return [
             NatsServer(
                 f"nats{i + 1}",
-                work_dir,
+                self.work_dir,
                 ports[i],
                 server_config(
                     f"nats{i + 1}",
                     *ports[i],
                     routes=[p for j, p in enumerate(cluster_ports) if j != i],
-                    store_dir=work_dir / f"nats{i + 1}" / "jetstream",
-                    sync_interval=sync_interval,
+                    store_dir=self.work_dir / f"nats{i + 1}" / "jetstream",
+                    sync_interval=self.sync_interval,
                 ),
             )
-            for i in range(size)
+            for i in range(self.size)
         ]
 
     @property
@@ -158,14 +173,22 @@ class NatsCluster:
         return ",".join(s.url for s in self.servers)
 
     def start(self) -> NatsCluster:
-        try:
-            for s in self.servers:
-                s.spawn()
-            self.wait_ready()
-        except BaseException:
-            self.kill()
-            raise
-        return self
+        """Start every server and wait for the cluster. A port taken by another process
+        between ``free_port()`` and the server's bind (other test runs share the machine)
+        is a start again on fresh ports, up to START_TRIES times."""
+        for tries_left in reversed(range(START_TRIES)):
+            try:
+                for s in self.servers:
+                    s.spawn()
+                self.wait_ready()
+                return self
+            except BaseException as exc:
+                self.kill()
+                taken = any(PORT_TAKEN in s.logs() for s in self.servers)
+                if not (taken and tries_left and isinstance(exc, RuntimeError)):
+                    raise
+                self.servers = self._servers()
+        raise AssertionError("unreachable")
 
     def running(self) -> list[NatsServer]:
         return [s for s in self.servers if s.proc is not None]
@@ -178,11 +201,11 @@ class NatsCluster:
             live = self.running()
             for s in live:
                 s.check_alive()
-            leaders = {s.meta_leader() for s in live}
+            leaders = {s.meta_leader() for s in live if s.clustered}
             if (
                 live
                 and None not in leaders
-                and len(leaders) == 1
+                and len(leaders) <= 1
                 and all(s.answers() for s in live)
             ):
                 return time.monotonic() - started
@@ -241,6 +264,27 @@ def run_client(urls: str, work: Callable[[JetStreamContext], Awaitable[T]]) -> T
             await nc.close()
 
     return asyncio.run(main())
+
+
+async def publish(
+    js: JetStreamContext,
+    subject: str,
+    data: bytes,
+    headers: dict[str, str] | None = None,
+    timeout_s: float = READY_TIMEOUT_S,
+) -> PubAck:
+    """A JetStream publish, again while the stream has no leader: a stream just created,
+    or whose leader's server died, answers "no responders" until its replicas elect one."""
+    from nats.js.errors import NoStreamResponseError
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return await js.publish(subject, data, headers=headers)
+        except (NoStreamResponseError, TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
 
 
 @dataclass(frozen=True)
@@ -306,6 +350,20 @@ def changelog(urls: str, partition: int, after_seq: int = 0) -> list[Record]:
             seq = msg.seq
             node = headers.get(NODE_HEADER)
             records.append(Record(seq, node, int(epoch) if epoch else None, msg.data or b""))
+
+    return run_client(urls, read)
+
+
+def last_seq(urls: str, partition: int) -> int:
+    """The seq of the last record on partition ``partition``'s changelog subject (0: none)."""
+    from nats.js.errors import NotFoundError
+
+    async def read(js: JetStreamContext) -> int:
+        try:
+            msg = await js.get_last_msg(CHANGELOG_STREAM, f"rocktimer.changelog.{partition}")
+        except NotFoundError:
+            return 0
+        return msg.seq or 0
 
     return run_client(urls, read)
 

@@ -1,0 +1,235 @@
+"""Any node answers any request (app/cluster/node.py, router.py, relay.py), black-box over
+HTTP against real nats-server processes and real ``python -m app`` nodes given only the
+cluster's URL and a name (tests/support/cluster.py):
+
+- a message sent to one node is received through another, neither its owner;
+- listings, /metrics and /readyz are gathered from every partition whichever node is asked;
+- a relayed request is never relayed again;
+- a node SIGKILLed: its partitions are served by the others within 10 s, every request
+  meanwhile a 503 with Retry-After or an answer, never a hang; a long poll and a stream
+  relayed to it end at once.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.cluster import Cluster, Node
+from tests.support.nats import wait_until
+
+FAILOVER_S = 10.0  # issue 33: a killed owner's partition is writable again within this
+CLIENT_TIMEOUT_S = 5.0  # a request not answered in this long is a hang
+BALANCED_S = 30.0  # nodes started together settle on 2 partitions each
+UNAVAILABLE = "is not served right now"
+
+
+def send(node: Node, topic: str, body: str, timeout_s: float = CLIENT_TIMEOUT_S) -> httpx.Response:
+    return httpx.post(
+        f"{node.url}/v1/topics/{topic}/messages", json={"body": body}, timeout=timeout_s
+    )
+
+
+def receive(node: Node, topic: str, group: str, wait_ms: int) -> httpx.Response:
+    return httpx.post(
+        f"{node.url}/v1/topics/{topic}/groups/{group}/receive",
+        json={"max_messages": 10, "wait_ms": wait_ms},
+        timeout=wait_ms / 1000 + CLIENT_TIMEOUT_S,
+    )
+
+
+def assert_unavailable(response: httpx.Response) -> None:
+    assert response.status_code == 503, response.text
+    assert int(response.headers["retry-after"]) >= 1
+    assert UNAVAILABLE in response.json()["detail"]
+
+
+def balanced(cluster: Cluster) -> dict[int, Any]:
+    def check() -> dict[int, Any] | None:
+        owners = cluster.wait_owned()
+        counts = Counter(o.node for o in owners.values())
+        return owners if sorted(counts.values()) == [2, 2, 2] else None
+
+    return wait_until("2 partitions on each node", check, BALANCED_S, 0.2)
+
+
+def test_any_node_answers_for_any_partition(make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster()
+    owners = balanced(cluster)
+    topics = {k: cluster.topic_in(k) for k in range(cluster.partitions)}
+    for k, topic in topics.items():
+        owner = cluster.node(owners[k].node)
+        entry, exit_ = cluster.others(owner)  # neither owns the partition
+        sent = send(entry, topic, f"to p{k}")
+        assert sent.status_code == 201, sent.text
+        got = receive(exit_, topic, "g", wait_ms=5_000)
+        assert got.status_code == 200, got.text
+        messages = got.json()["messages"]
+        assert [(m["msg_id"], m["body"]) for m in messages] == [(sent.json()["msg_id"], f"to p{k}")]
+        acked = httpx.post(
+            f"{entry.url}/v1/topics/{topic}/groups/g/ack",
+            json={"receipts": [messages[0]["receipt"]]},
+            timeout=CLIENT_TIMEOUT_S,
+        )
+        assert acked.json()["results"][0]["status"] == "acked"
+        state = httpx.get(f"{owner.url}/v1/topics/{topic}/messages/{sent.json()['msg_id']}")
+        assert state.json()["state"] == "delivered"
+
+    for node in cluster.nodes:
+        # gathered from every partition, whichever node is asked
+        listing = httpx.get(f"{node.url}/v1/topics", timeout=CLIENT_TIMEOUT_S)
+        assert listing.status_code == 200, listing.text
+        assert [i["topic"] for i in listing.json()["items"]] == sorted(topics.values())
+        assert httpx.get(f"{node.url}/readyz", timeout=CLIENT_TIMEOUT_S).status_code == 200
+        metrics = httpx.get(f"{node.url}/metrics", timeout=CLIENT_TIMEOUT_S).text
+        labelled = {
+            s.labels["partition"]
+            for f in text_string_to_metric_families(metrics)
+            for s in f.samples
+            if "partition" in s.labels
+        }
+        assert labelled == {str(k) for k in range(cluster.partitions)}
+        assert httpx.get(f"{node.url}/healthz", timeout=CLIENT_TIMEOUT_S).status_code == 200
+
+    # A relayed request is answered by its receiver or refused, never relayed again.
+    k = 0
+    owner = cluster.node(owners[k].node)
+    stranger = cluster.others(owner)[0]
+    hop = {"Rocktimer-Forwarded": "elsewhere"}
+    again = httpx.post(
+        f"{stranger.url}/v1/topics/{topics[k]}/messages",
+        json={"body": "x"},
+        headers=hop,
+        timeout=CLIENT_TIMEOUT_S,
+    )
+    assert_unavailable(again)
+    at_owner = httpx.post(
+        f"{owner.url}/v1/topics/{topics[k]}/messages",
+        json={"body": "x"},
+        headers=hop,
+        timeout=CLIENT_TIMEOUT_S,
+    )
+    assert at_owner.status_code == 201, at_owner.text
+
+
+def _stream_until_closed(node: Node, topic: str) -> tuple[float, int]:
+    """Opens a stream through ``node``; when it ended (monotonic) and its status."""
+    url = f"{node.url}/v1/topics/{topic}/groups/s/stream"
+    timeout = httpx.Timeout(CLIENT_TIMEOUT_S, read=60.0)
+    try:
+        with httpx.stream("GET", url, timeout=timeout) as response:
+            for _ in response.iter_bytes():
+                pass
+            return time.monotonic(), response.status_code
+    except httpx.TransportError:  # cut in the middle: the stream is closed
+        return time.monotonic(), 0
+
+
+def test_a_killed_node_s_partitions_are_served_by_the_others_within_10_s(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    cluster = make_cluster()
+    owners = balanced(cluster)
+    victim = cluster.node(owners[0].node)
+    mine = sorted(k for k, o in owners.items() if o.node == victim.node_id)
+    entry = cluster.others(victim)[0]
+    topics = {k: cluster.topic_in(k, "killed") for k in mine}
+    before = {}
+    for k, topic in topics.items():
+        sent = send(entry, topic, "before")
+        assert sent.status_code == 201, sent.text
+        before[k] = sent.json()["msg_id"]
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        # a long poll and a stream relayed to the victim, open when it dies
+        idle = cluster.topic_in(mine[0], "idle")  # nothing to receive: it waits
+        polled = pool.submit(lambda: (receive(entry, idle, "g", 30_000), time.monotonic()))
+        streamed = pool.submit(_stream_until_closed, entry, cluster.topic_in(mine[1], "idle"))
+        time.sleep(1.0)  # both relayed by now (a late one is refused at once: also fine)
+        killed_at = time.monotonic()
+        victim.kill()
+
+        poll, poll_end = polled.result(timeout=FAILOVER_S + CLIENT_TIMEOUT_S)
+        stream_end, _ = streamed.result(timeout=FAILOVER_S + CLIENT_TIMEOUT_S)
+    assert poll_end - killed_at < FAILOVER_S, "a relayed long poll waited for a dead owner"
+    assert poll_end > killed_at  # it was waiting
+    if poll.status_code != 200:
+        assert_unavailable(poll)
+    assert stream_end - killed_at < FAILOVER_S, "a relayed stream outlived its owner"
+
+    # Meanwhile, every request is answered (503 + Retry-After or 201) and each of the
+    # victim's partitions takes writes again within 10 s of the kill.
+    writable: dict[int, float] = {}
+    while len(writable) < len(mine) and time.monotonic() - killed_at < FAILOVER_S + 5:
+        for k in mine:
+            if k in writable:
+                continue
+            response = send(entry, topics[k], "during")  # a hang raises here
+            if response.status_code == 201:
+                writable[k] = time.monotonic() - killed_at
+            else:
+                assert_unavailable(response)
+        time.sleep(0.1)
+    assert sorted(writable) == mine, f"not writable again: {writable}"
+
+    assert max(writable.values()) <= FAILOVER_S, writable
+    # What was acknowledged before the kill is still there, on the new owners.
+    for k, msg_id in before.items():
+        state = httpx.get(
+            f"{entry.url}/v1/topics/{topics[k]}/messages/{msg_id}", timeout=CLIENT_TIMEOUT_S
+        )
+        assert state.status_code == 200, state.text
+    assert {o.node for k, o in cluster.owners().items() if k in mine} <= {
+        n.node_id for n in cluster.others(victim)
+    }
+
+
+def test_requests_relayed_to_a_paused_owner_end_once_its_lease_is_over(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    """SIGSTOP keeps the owner's sockets open (the kernel accepts for it, nothing answers):
+    only the lease tells the relaying node to stop waiting. Resumed, the old owner does
+    not answer from its own copy: it relays to the new owner or says 503."""
+    cluster = make_cluster()
+    owners = balanced(cluster)
+    victim = cluster.node(owners[0].node)
+    mine = sorted(k for k, o in owners.items() if o.node == victim.node_id)
+    entry = cluster.others(victim)[0]
+    idle = cluster.topic_in(mine[0], "idle")
+    topic = cluster.topic_in(mine[1], "paused")
+    lease_s = 4.0  # ROCKTIMER_LEASE_MS's default
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        polled = pool.submit(lambda: (receive(entry, idle, "g", 30_000), time.monotonic()))
+        time.sleep(1.0)
+        paused_at = time.monotonic()
+        victim.pause()
+        try:
+            # relayed after the pause began: to an owner that accepts and never answers
+            listed = pool.submit(
+                lambda: (httpx.get(f"{entry.url}/v1/topics", timeout=30.0), time.monotonic())
+            )
+            sent = pool.submit(lambda: (send(entry, topic, "x", 30.0), time.monotonic()))
+            for future in (polled, listed, sent):
+                response, ended = future.result(timeout=FAILOVER_S + CLIENT_TIMEOUT_S)
+                assert ended - paused_at < lease_s + FAILOVER_S / 2, "waited on a paused owner"
+                if response.status_code not in (200, 201):
+                    assert_unavailable(response)
+            # the others take its partitions over
+            cluster.wait_owned(among=cluster.others(victim))
+        finally:
+            victim.resume()
+    resumed = send(victim, topic, "after")  # at once: no stale 201 from its own copy
+    if resumed.status_code == 201:  # relayed to the new owner: stored there
+        msg_id = resumed.json()["msg_id"]
+        new_owner = cluster.node(cluster.owners()[mine[1]].node)
+        assert new_owner is not victim
+        found = httpx.get(f"{new_owner.url}/v1/topics/{topic}/messages/{msg_id}")
+        assert found.status_code == 200, found.text
+    else:
+        assert_unavailable(resumed)
