@@ -101,6 +101,7 @@ class ClusterConfig(Config):
     disruptions: tuple[str, ...] = (KILL_OWNER,)  # one per cycle, in turn
     lease_ms: int | None = None  # ROCKTIMER_LEASE_MS; None: the service's default
     sync_interval: str | None = None  # the NATS servers' JetStream sync_interval
+    kills_per_cycle: int = 1  # kill-owner: owners killed one after the other under one load
 
 
 class ClusterCrashLoop(CrashLoop):
@@ -124,6 +125,7 @@ class ClusterCrashLoop(CrashLoop):
         self.rolled = {RESTART_NODE: 0, RESTART_NATS: 0}
         self.log_offsets: dict[str, int] = {}
         self.stale: list[threading.Thread] = []
+        self.probes = 0  # probe sends so far: each has an msg_id of its own
 
     @property
     def url(self) -> str:
@@ -156,18 +158,28 @@ class ClusterCrashLoop(CrashLoop):
                 self.nats_down.spawn()
                 self.nats_down = None
                 self.cluster.nats.wait_ready()
-            for node_id, spawned in list(self.spawned.items()):
-                self.cluster.wait_node(self.cluster.node(node_id), SETTLE_S)
-                self.ready_s.append(time.monotonic() - spawned)
-                del self.spawned[node_id]
+            self.settle_nodes()
             self.cluster.wait_owned(SETTLE_S)
         except RuntimeError as exc:
             raise RunFailed(f"the cluster did not settle: {exc}") from None
         self.check_logs()
 
+    def settle_nodes(self) -> None:
+        """Nodes started again answer /readyz (the time from their start is recorded)."""
+        for node_id, spawned in list(self.spawned.items()):
+            try:
+                self.cluster.wait_node(self.cluster.node(node_id), SETTLE_S)
+            except RuntimeError as exc:
+                raise RunFailed(f"{node_id} did not come back: {exc}") from None
+            self.ready_s.append(time.monotonic() - spawned)
+            del self.spawned[node_id]
+
     def shutdown(self) -> None:
         for t in self.stale:
             t.join(0)
+        if self.ledger.errors:  # what the nodes said, while their logs are at hand
+            for node in self.cluster.nodes:
+                self.ledger.error(f"{node.node_id} log tail:\n{node.tail()[-1500:]}")
         self.cluster.kill()
 
     def restart_clean(self) -> None:
@@ -222,15 +234,19 @@ class ClusterCrashLoop(CrashLoop):
             try:
                 super().recover()
                 return
-            except RunFailed:
+            except RunFailed as exc:
                 if time.monotonic() > deadline:
-                    raise
+                    raise RunFailed(
+                        f"{exc}: no answer through {self.front.node_id} for {SETTLE_S}s"
+                    ) from None
                 self.ledger.count("recovery_passes")
                 time.sleep(PROBE_PAUSE_S)
 
     def stop_clean(self) -> None:
-        for node in self.cluster.live():
-            self.stopped(node.stop())
+        """SIGTERM every live node at once (each drains on its own), each must exit cleanly."""
+        with concurrent.futures.ThreadPoolExecutor(len(self.cluster.nodes)) as pool:
+            for code in pool.map(lambda node: node.stop(), self.cluster.live()):
+                self.stopped(code)
 
     def ready_urls(self) -> list[str]:
         return [n.url for n in self.cluster.live()]
@@ -276,13 +292,25 @@ class ClusterCrashLoop(CrashLoop):
         kill_at = self.rng.uniform(MIN_KILL_S, self.config.load_s)
         self.kills_at_s.append(kill_at)
         self.ledger.prune(now_ms())
-        phase = Phase(self.url, self.ledger, cycle, time.monotonic() + kill_at + FAILOVER_GIVE_UP_S)
+        kills = self.config.kills_per_cycle if kind == KILL_OWNER else 1
+        give_up = kill_at + (FAILOVER_GIVE_UP_S + SETTLE_S) * kills
+        phase = Phase(self.url, self.ledger, cycle, time.monotonic() + give_up)
         threads = self.start_workers(phase, kill_at)
         due_at = max(0.0, kill_at - DUE_LEAD_S)
         threads.append(guarded(self.ledger, self.due_batch, phase, hit[0], due_at))
+        took: list[float] = []
+        names = [victim.name]
         try:
             time.sleep(kill_at)
-            took = self.disrupt(kind, victim, hit, cycle)
+            took.append(self.disrupt(kind, victim, hit, cycle))
+            for _ in range(1, kills):
+                # the next owner, under the same load, once the last victim is back
+                self.settle_nodes()
+                victim, hit = self.victim(kind, avoid=self.front)
+                if victim is self.front:  # it owns both: the load's sends to it go unanswered
+                    self.choose_front(victim)  # and the probes go through another node
+                names.append(victim.name)
+                took.append(self.disrupt(kind, victim, hit, cycle))
             time.sleep(AFTER_S)
         finally:
             phase.stop.set()
@@ -291,18 +319,20 @@ class ClusterCrashLoop(CrashLoop):
         self.check(final=False)
         s = self.ledger.stats
         new = self.ledger.violations[before:]
-        name = victim.name
         self.say(
-            f"cycle {cycle}/{self.config.cycles}: {kind} {name} at {kill_at:.2f}s, "
-            f"writable again after {took:.2f}s, {s['messages'] - sent} new messages, "
+            f"cycle {cycle}/{self.config.cycles}: {kind} {', '.join(names)} from {kill_at:.2f}s, "
+            f"writable again after {', '.join(f'{s:.2f}' for s in took)}s, "
+            f"{s['messages'] - sent} new messages, "
             f"violations {len(new)}"
             + (f" (seed {self.config.seed}): {sorted({v.msg_id for v in new})[:20]}" if new else "")
         )
 
-    def victim(self, kind: str) -> tuple[Node | NatsServer, list[str]]:
-        """Who the disruption hits, and the crash topics whose partitions it hits."""
+    def victim(self, kind: str, avoid: Node | None = None) -> tuple[Node | NatsServer, list[str]]:
+        """Who the disruption hits, and the crash topics whose partitions it hits (an owner
+        other than ``avoid`` when there is one)."""
         if kind in (KILL_OWNER, PAUSE_OWNER):
-            topic = self.rng.choice(TOPICS)
+            topics = self.rng.sample(TOPICS, len(TOPICS))
+            topic = next((t for t in topics if self.cluster.owner_of(t) is not avoid), topics[0])
             owner = self.cluster.owner_of(topic)
             k = self.cluster.partition
             return owner, [t for t in TOPICS if k(t) == k(topic)] + [
@@ -363,7 +393,8 @@ class ClusterCrashLoop(CrashLoop):
         with httpx.Client(base_url=self.url, timeout=PROBE_TIMEOUT_S) as c:
             for topic in topics:
                 while True:
-                    msg_id = f"c{cycle:03d}.probe.{n:04d}"
+                    self.probes += 1
+                    msg_id = f"c{cycle:03d}.probe.{self.probes:05d}"
                     n += 1
                     m = self.ledger.new(
                         topic, msg_id, {"msg_id": msg_id, "body": f"{topic}/{msg_id}"}
@@ -416,7 +447,7 @@ class ClusterCrashLoop(CrashLoop):
             queued.append(
                 self.ledger.new(hit[0], msg_id, {"msg_id": msg_id, "body": f"{hit[0]}/{msg_id}"})
             )
-        replies: list[int | None] = []
+        replies: list[str] = []
         for m in queued:
             t = threading.Thread(target=self.stale_send, args=(victim.url, m, replies), daemon=True)
             t.start()
@@ -435,8 +466,8 @@ class ClusterCrashLoop(CrashLoop):
             if t.is_alive():
                 raise RunFailed(f"a send queued at the paused {victim.node_id} never came back")
         self.stale.clear()
-        for status in replies:
-            self.ledger.count(f"paused_owner_{status or 'unknown'}")
+        for kind in replies:
+            self.ledger.count(f"paused_owner_{kind}")
         if old is not None and new is not None:
             time.sleep(AFTER_S)  # anything the old owner would still try, it has tried now
             self.check_fenced(k, old, new)
@@ -471,9 +502,23 @@ class ClusterCrashLoop(CrashLoop):
                     f"after {new.node}'s fence (epoch {new.epoch})",
                 )
 
-    def stale_send(self, url: str, m: Msg, replies: list[int | None]) -> None:
+    def stale_send(self, url: str, m: Msg, replies: list[str]) -> None:
+        """One send queued at the paused owner: its answer is recorded in the ledger (a 503
+        as an unknown outcome), and its kind in ``replies``: a status, "503-no-retry-after"
+        for a 503 that does not say when to come back, or "no-reply"."""
         with httpx.Client(base_url=url, timeout=STALE_TIMEOUT_S - 5) as c:
-            replies.append(send_one(c, self.ledger, m))
+            try:
+                r = c.post(messages_path(m.topic), json=m.request)
+            except httpx.TransportError:
+                self.ledger.on_send_lost(m)
+                replies.append("no-reply")
+                return
+        if r.status_code == 503:
+            self.ledger.on_send_lost(m)
+            replies.append("503" if "retry-after" in r.headers else "503-no-retry-after")
+            return
+        self.ledger.on_send(m, r.status_code, r.json(), r.text[:300])
+        replies.append(str(r.status_code))
 
 
 def run(config: ClusterConfig, out: TextIO = sys.stdout) -> Summary:

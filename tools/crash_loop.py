@@ -817,6 +817,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     cluster.add_argument("--lease-ms", type=int, default=None, help="ROCKTIMER_LEASE_MS")
     cluster.add_argument(
+        "--kills-per-cycle", type=int, default=1, help="kill-owner: owners killed under one load"
+    )
+    cluster.add_argument(
         "--sync-interval", default=None, help="the NATS servers' sync_interval (e.g. always)"
     )
     args = parser.parse_args(argv)
@@ -840,6 +843,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 disruptions=disruptions,
                 lease_ms=args.lease_ms,
                 sync_interval=args.sync_interval,
+                kills_per_cycle=max(1, args.kills_per_cycle),
             )
         )
         print(summary.report(), flush=True)

@@ -19,6 +19,7 @@ def run_loop(
     cycles: int,
     load_s: float,
     lease_ms: int | None = None,
+    kills_per_cycle: int = 1,
 ) -> tuple[Summary, str]:
     """Run the loop, assert it found no violation and measured every failover; returns the
     summary and its report."""
@@ -32,13 +33,14 @@ def run_loop(
             data_dir=tmp_path / "cluster",
             disruptions=tuple(disruptions),
             lease_ms=lease_ms,
+            kills_per_cycle=kills_per_cycle,
         ),
         out,
     )
     report = f"{out.getvalue()}{summary.report()}"
     print(report)
     assert summary.ok, report
-    assert len(summary.failover_s) == cycles, report
+    assert len(summary.failover_s) == cycles * kills_per_cycle, report
     stats = summary.stats
     for counter in ("acknowledged", "delivered", "audit_acked", "work_acked", "failover_probes"):
         assert stats[counter] > 0, f"{counter} is 0: the load did not do what it should\n{report}"

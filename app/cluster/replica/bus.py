@@ -12,6 +12,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -35,6 +36,7 @@ CONNECT_TIMEOUT_S = 2.0  # one server's TCP connect; every URL is tried
 START_TIMEOUT_S = 30.0  # connect and create the stream and bucket (a fresh cluster elects first)
 API_TIMEOUT_S = 2.0  # one JetStream request (publish ack, KV update, stream get)
 RECONNECT_WAIT_S = 0.25  # between reconnect attempts: NATS servers restart in well under 1 s
+SETUP_RETRY_S = 0.25  # between attempts of the setup while a fresh cluster elects leaders
 MAX_RECORD_BYTES = 1024 * 1024  # NATS's default max_payload; smaller if the server says so
 
 
@@ -76,7 +78,9 @@ class Bus:
         bus = cls(urls, replicas=replicas, lease_ms=lease_ms)
         bus._thread.start()
         try:
-            bus.call(bus._connect(), START_TIMEOUT_S)
+            bus.call(
+                bus._connect(), START_TIMEOUT_S + CONNECT_TIMEOUT_S * len(urls) + API_TIMEOUT_S
+            )
         except Exception as exc:
             bus.close()
             raise BusError(f"cannot set up the changelog on NATS {','.join(urls)}: {exc}") from exc
@@ -115,6 +119,21 @@ class Bus:
             reconnected_cb=_reconnected,
         )
         self._js = self._nc.jetstream(timeout=API_TIMEOUT_S)
+        give_up_at = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                await self._set_up()
+                return
+            except Exception as exc:  # a fresh cluster electing its streams' leaders
+                if time.monotonic() > give_up_at:
+                    raise
+                log.warning("changelog setup on NATS not answered yet (%s); retrying", exc)
+                await asyncio.sleep(SETUP_RETRY_S)
+
+    async def _set_up(self) -> None:
+        """The changelog stream, the snapshots' object store and the owners' bucket: made
+        if missing (several nodes may make them at once: the same config either way)."""
+        assert self._js is not None
         config = StreamConfig(
             name=STREAM,
             subjects=[f"{SUBJECT_PREFIX}*"],

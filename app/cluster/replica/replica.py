@@ -131,6 +131,8 @@ class Replica:
             standby.close()
         except BaseException:
             self.bus.call(lease.release(), API_TIMEOUT_S * 3)
+            if standby.closed:  # the copy is marked as an owner's: rebuilt by the next follow
+                self.standby = None
             raise
         self.standby = None
         self.changelog = Changelog(

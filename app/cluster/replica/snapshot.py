@@ -24,7 +24,7 @@ import tarfile
 import tempfile
 
 import nats.js.errors
-from nats.js.api import ObjectMeta
+from nats.js.api import ObjectMeta, ObjectMetaOptions
 
 from app.cluster.replica.bus import API_TIMEOUT_S, SNAPSHOT_BUCKET, STREAM, Bus, subject
 from storage.store import RocksStore
@@ -70,7 +70,13 @@ async def upload(bus: Bus, k: int, tar_path: str, seq: int) -> None:
         return
     obs = await bus.js.object_store(SNAPSHOT_BUCKET)
     with open(tar_path, "rb") as f:
-        await obs.put(name(k), f, meta=ObjectMeta(name=name(k), description=f"{SEQ_PREFIX}{seq}"))
+        meta = ObjectMeta(
+            name=name(k),
+            description=f"{SEQ_PREFIX}{seq}",
+            # chunks as large as a message may be: nats-py sends and acks them one by one
+            options=ObjectMetaOptions(max_chunk_size=bus.max_record_bytes),
+        )
+        await obs.put(name(k), f, meta=meta)
     stored = min(seq, await latest_seq(bus, k))
     if stored > 0:
         await bus.js.purge_stream(STREAM, subject=subject(k), seq=stored)

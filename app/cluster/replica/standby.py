@@ -74,6 +74,7 @@ class Standby:
         self.snapshot_every = snapshot_every
         self._open()
         self.records_applied = 0
+        self.closed = False
         self.snapshots = 0
         self.restores = 0
         self._since_snapshot = 0
@@ -261,6 +262,7 @@ class Standby:
             self._task.cancel()
 
     def close(self) -> None:
+        self.closed = True
         self.stop()  # a snapshot on its way goes on: it reads its own files, not the store
         self.store.close()
 
