@@ -116,6 +116,13 @@ def test_any_node_answers_for_any_partition(make_cluster: Callable[..., Cluster]
         timeout=CLIENT_TIMEOUT_S,
     )
     assert at_owner.status_code == 201, at_owner.text
+    # A gathering node asks another for exactly the partitions it owns, or gets a 503.
+    own = sorted(j for j, o in owners.items() if o.node == owner.node_id)
+    asked = {**hop, "Rocktimer-Partitions": ",".join(map(str, own))}
+    part = httpx.get(f"{owner.url}/v1/topics", headers=asked, timeout=CLIENT_TIMEOUT_S)
+    assert [i["topic"] for i in part.json()["items"]] == sorted(topics[j] for j in own)
+    asked["Rocktimer-Partitions"] = ",".join(map(str, [*own, next(iter(set(owners) - set(own)))]))
+    assert_unavailable(httpx.get(f"{owner.url}/v1/topics", headers=asked, timeout=CLIENT_TIMEOUT_S))
 
 
 def _stream_until_closed(node: Node, topic: str) -> tuple[float, int]:
