@@ -452,22 +452,33 @@ class Node:
         return result
 
     async def _control(self) -> None:
+        """Every lease/8: the heartbeat (every other time), a reading of the buckets, the
+        partitions steered. Unreadable buckets (NATS away) steer nothing; the leases seen
+        still run out on this node's clock. A failure of the loop itself stops the node."""
         tick = 0
         period = self.lease_s / POLL_LEASE
-        while True:
-            if tick % HEARTBEAT_POLLS == 0 and tick:
-                await self._heartbeat()
-            tick += 1
-            try:
-                nodes, owners = await self._read()
-            except Exception as exc:
-                log.warning("cannot read the cluster's state: %s", str(exc) or type(exc).__name__)
-            else:
-                now = time.monotonic()
-                self.view.saw(nodes, owners, now)
-                self._release_waiting(now)
-                self._steer(now)
-            await asyncio.sleep(period)
+        try:
+            while True:
+                if tick % HEARTBEAT_POLLS == 0 and tick:
+                    await self._heartbeat()
+                tick += 1
+                try:
+                    nodes, owners = await self._read()
+                except Exception as exc:
+                    why = str(exc) or type(exc).__name__
+                    log.warning("cannot read the cluster's state: %s", why)
+                    self._release_waiting(time.monotonic())
+                else:
+                    now = time.monotonic()
+                    self.view.saw(nodes, owners, now)
+                    self._release_waiting(now)
+                    self._steer(now)
+                await asyncio.sleep(period)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.critical("the node's control loop failed; the node stops", exc_info=True)
+            self._die()
 
     def _release_waiting(self, now: float) -> None:
         """Relayed requests to an owner that no longer is one stop waiting for it."""

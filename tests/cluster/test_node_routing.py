@@ -13,6 +13,7 @@ cluster's URL and a name (tests/support/cluster.py):
 from __future__ import annotations
 
 import concurrent.futures
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -285,3 +286,31 @@ def test_a_node_that_joins_is_handed_its_share_with_the_data(tmp_path: Any) -> N
         assert set(unavailable) <= set(moved), unavailable  # only the moved ones paused
     finally:
         cluster.kill()
+
+
+def test_a_stopped_node_hands_its_partitions_over_without_waiting_for_its_lease(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    """SIGTERM: the node deletes its heartbeat and gives its leases up as it stops, so the
+    others serve its partitions well before its (long) lease would have run out."""
+    lease_s = 10.0
+    cluster = make_cluster(ROCKTIMER_LEASE_MS=str(int(lease_s * 1000)))
+    owners = cluster.wait_owned()
+    victim = cluster.node(owners[0].node)
+    mine = sorted(k for k, o in owners.items() if o.node == victim.node_id)
+    entry = cluster.others(victim)[0]
+    topics = {k: cluster.topic_in(k, "stopped") for k in mine}
+    assert victim.stop() in (0, -signal.SIGTERM)  # a clean stop (uvicorn re-raises SIGTERM)
+    stopped_at = time.monotonic()
+    writable: dict[int, float] = {}
+    while len(writable) < len(mine) and time.monotonic() - stopped_at < lease_s:
+        for k in mine:
+            if k not in writable:
+                response = send(entry, topics[k], "after")
+                if response.status_code == 201:
+                    writable[k] = time.monotonic() - stopped_at
+                else:
+                    assert_unavailable(response)
+        time.sleep(0.1)
+    assert sorted(writable) == mine, writable
+    assert max(writable.values()) < lease_s / 2, writable
