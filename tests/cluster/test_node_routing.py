@@ -125,6 +125,30 @@ def test_any_node_answers_for_any_partition(make_cluster: Callable[..., Cluster]
     asked["Rocktimer-Partitions"] = ",".join(map(str, [*own, next(iter(set(owners) - set(own)))]))
     assert_unavailable(httpx.get(f"{owner.url}/v1/topics", headers=asked, timeout=CLIENT_TIMEOUT_S))
 
+    # A group's dead letters, kept on their source topics' partitions on every node, read
+    # whole through any one node.
+    dead = {}
+    for k in range(cluster.partitions):
+        topic = cluster.topic_in(k, "dead")
+        node = cluster.nodes[k % len(cluster.nodes)]
+        put = httpx.put(f"{node.url}/v1/topics/{topic}/groups/dl", json={"max_attempts": 1})
+        assert put.status_code == 200, put.text
+        dead[send(node, topic, f"dead {k}").json()["msg_id"]] = topic
+        got = receive(node, topic, "dl", wait_ms=5_000).json()["messages"]
+        nacked = httpx.post(
+            f"{node.url}/v1/topics/{topic}/groups/dl/nack",
+            json={"receipts": [m["receipt"] for m in got]},
+            timeout=CLIENT_TIMEOUT_S,
+        )
+        assert nacked.status_code == 200, nacked.text
+    dlq = httpx.post(
+        f"{cluster.nodes[0].url}/v1/topics/%25DLQ%25dl/groups/any/receive",
+        json={"max_messages": 100, "wait_ms": 5_000},
+        timeout=CLIENT_TIMEOUT_S + 5,
+    )
+    assert dlq.status_code == 200, dlq.text
+    assert {m["msg_id"]: m["source_topic"] for m in dlq.json()["messages"]} == dead
+
 
 def _stream_until_closed(node: Node, topic: str) -> tuple[float, int]:
     """Opens a stream through ``node``; when it ended (monotonic) and its status."""
