@@ -41,8 +41,9 @@ class Settings(BaseSettings):
     host: str = defaults.HOST
     port: int = Field(defaults.PORT, ge=0, le=65535)
     # Worker processes on the one port, each owning some of the data dir's partitions
-    # (app/cluster/); 1 is one process as the engine was built for.
-    workers: int = Field(1, ge=1, le=256)
+    # (app/cluster/); 1 is one process as the engine was built for; 0: one per core the
+    # process may run on, at most the data dir's partitions (app/cluster/layout.py).
+    workers: int = Field(0, ge=0, le=256)
     # Partitions of a new data dir (then fixed, app/cluster/layout.py); 0: as the data dir
     # records, or one per worker for a new one.
     partitions: int = Field(0, ge=0, le=1_024)

@@ -21,6 +21,7 @@ from app.__main__ import (
     EXIT_BAD_SETTING,
     EXIT_WORKER_DIED,
     Server,
+    cannot_listen,
     fail,
     open_engine,
     server_config,
@@ -55,14 +56,24 @@ def check_socket_paths(layout: Layout) -> None:
         )
 
 
-def public_socket(settings: Settings) -> socket.socket:
-    """The public port, shared by every worker (SO_REUSEPORT)."""
-    info = socket.getaddrinfo(settings.host, settings.port, type=socket.SOCK_STREAM)[0]
-    sock = socket.socket(info[0], socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind(info[4])
-    sock.listen(BACKLOG)
+def public_socket(settings: Settings, backlog: int = BACKLOG) -> socket.socket:
+    """The public port, shared by every worker (SO_REUSEPORT), or one line and exit 1 when
+    another process holds it. ``backlog`` 0: bound, not listening (the supervisor's check
+    before it starts the workers: a socket that does not listen gets no connection)."""
+    try:
+        info = socket.getaddrinfo(settings.host, settings.port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(info[0], socket.SOCK_STREAM)
+    except OSError as exc:
+        cannot_listen(settings, exc)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(info[4])
+        if backlog:
+            sock.listen(backlog)
+    except OSError as exc:
+        sock.close()
+        cannot_listen(settings, exc)
     return sock
 
 
