@@ -18,8 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
-from urllib.parse import parse_qs
 
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -29,17 +27,17 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from app.cluster.dlq import DeadLetters, kind
-from app.cluster.gather import Answer, Part, call, unanswered
+from app.cluster.gather import Answer, Part, call, merged_page, unanswered
 from app.cluster.layout import Layout, partition_of
 from app.cluster.relay import OwnerDown, Relay, unavailable
-from app.defaults import PAGE_DEFAULT
 from app.front import Service
-from app.wire import encode_cursor, json_response
+from app.wire import json_response
 from storage.keys import DLQ_PREFIX
 
 TOPICS = "/v1/topics"
 TOPIC_PREFIX = TOPICS + "/"
 PARTITION_LABEL = "partition"
+TOPIC_COUNTS = ("scheduled", "delivered", "cancelled")
 
 
 class Router:
@@ -65,7 +63,7 @@ class Router:
             path: str = scope["path"]
             if path.startswith(TOPIC_PREFIX):
                 topic = path[len(TOPIC_PREFIX) :].partition("/")[0]
-                if topic.startswith(DLQ_PREFIX) and (what := kind(path)) != "own":
+                if topic.startswith(DLQ_PREFIX) and (what := kind(path, scope["method"])) != "own":
                     await self.dead_letters.answer(scope, receive, send, what)
                     return
                 if topic:
@@ -145,17 +143,15 @@ class Router:
 
     async def _topics(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Topics by name from every partition: the first ``limit`` after the cursor of
-        each, merged; the cursor is a name, so pages are stable across partitions."""
+        each, merged; the cursor is a name, so pages are stable across partitions. A
+        group's ``%DLQ%`` topic has a part in every partition that holds its dead letters:
+        one item, the counts summed (a name in the merged first ``limit`` is in the page
+        of every partition that has it)."""
         answers = await self.answers(scope)
         response = unanswered(answers)
         if response is None:
             pages = [orjson.loads(a.body) for a in answers if a is not None]
-            query = parse_qs(scope["query_string"].decode("latin-1"))
-            limit = int(query.get("limit", [PAGE_DEFAULT])[0])  # each partition checked it
-            items = sorted((i for p in pages for i in p["items"]), key=lambda i: str(i["topic"]))
-            page: dict[str, Any] = {"items": items[:limit]}
-            if len(items) > limit or any("next_cursor" in p for p in pages):
-                page["next_cursor"] = encode_cursor(str(items[limit - 1]["topic"]).encode())
+            page = merged_page(pages, "topic", TOPIC_COUNTS, scope)
             response = json_response(page)
         await response(scope, receive, send)
 
