@@ -82,7 +82,12 @@ def test_a_dlq_stream_gathers_every_partitions_dead_letters(
     # A dead letter made while a stream is open reaches it, from either partition.
     late = [sources[0], sources[-1]]
     assert {owner_partition(t, 2) for t in late} == {0, 1}
-    timer = threading.Timer(1.0, lambda: [kill(c, t, f"late-{t}") for t in late])
+
+    def die_late() -> None:
+        for t in late:
+            kill(c, t, f"late-{t}")
+
+    timer = threading.Timer(1.0, die_late)
     timer.start()
     try:
         got = stream_events(srv.url, f"{DLQ}/groups/sr/stream", 2)
