@@ -136,7 +136,7 @@ def until_open(c: httpx.Client, wanted: tuple[int, int]) -> tuple[float, float]:
     return got
 
 
-def test_every_dlq_operation_answers_for_both_partitions(  # noqa: PLR0915 (one walk-through)
+def test_every_dlq_operation_answers_for_both_partitions(
     two: tuple[Server, httpx.Client, list[str]],
 ) -> None:
     _, c, sources = two
