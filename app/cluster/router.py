@@ -18,18 +18,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import orjson
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import Metric
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from app.cluster.dlq import DeadLetters, kind
-from app.cluster.gather import Answer, Part, call, merged_page, unanswered
+from app.cluster.gather import Answer, Part, call, merged_page, replay, unanswered
 from app.cluster.layout import Layout, partition_of
 from app.cluster.relay import OwnerDown, Relay, unavailable
+from app.errors import RETRY_SOON, problem
 from app.front import Service
 from app.wire import json_response
 from storage.keys import DLQ_PREFIX
@@ -37,6 +44,7 @@ from storage.keys import DLQ_PREFIX
 TOPICS = "/v1/topics"
 TOPIC_PREFIX = TOPICS + "/"
 PARTITION_LABEL = "partition"
+WORKER_LABEL = "worker"
 TOPIC_COUNTS = ("scheduled", "delivered", "cancelled")
 
 
@@ -57,6 +65,8 @@ class Router:
             "/v1/stats": self._stats,
         }
         self.dead_letters = DeadLetters(self, limit)
+        # This process's CPU, memory and files (prometheus_client's process_* series).
+        self.process = ProcessCollector(registry=None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -156,11 +166,37 @@ class Router:
         await response(scope, receive, send)
 
     async def _readyz(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Ready when every partition is; the counts summed, the backlog's age the oldest."""
-        answers = await self.answers(scope)
-        response = unanswered(answers)
-        if response is None:
-            parts = [orjson.loads(a.body) for a in answers if a is not None]
+        """Ready when every worker is, each with every partition it owns; the counts
+        summed, the backlog's age the oldest. ``workers`` says which worker owns which
+        partitions and how it is (``ready``, ``lagging``, ``not ready``: a partition's
+        store or thread is not running, ``down``: its process is being started again); a
+        worker that is not ready makes a 503 (+ Retry-After) naming it, while the others
+        go on serving their partitions."""
+        local = await asyncio.gather(*(self.collect(app, scope) for app in self.apps.values()))
+        mine: dict[str, Any] = {"worker": self.worker, "partitions": sorted(self.apps)}
+        parts = [orjson.loads(a.body) for a in local if a is not None and a.status == 200]
+        if len(parts) < len(local):
+            workers = [{**mine, "status": "not ready"}]
+        else:
+            lagging = any(p["status"] == "lagging" for p in parts)
+            workers = [{**mine, "status": "lagging" if lagging else "ready"}]
+        if not self._internal(scope):
+            remote = await asyncio.gather(
+                *(self.collect(relay.forward, scope) for relay in self.relays.values())
+            )
+            for w, answer in zip(self.relays, remote, strict=True):
+                owned: dict[str, Any] = {"worker": w, "partitions": self.layout.owned(w)}
+                if answer is None:
+                    workers.append({**owned, "status": "down"})
+                    continue
+                body = orjson.loads(answer.body)
+                workers += body.get("workers") or [{**owned, "status": "not ready"}]
+                if answer.status == 200:
+                    parts.append(body)
+        workers.sort(key=lambda w: int(w["worker"]))
+        if any(w["status"] in ("down", "not ready") for w in workers):
+            response = _not_ready(workers)
+        else:
             response = json_response(
                 {
                     "status": "lagging"
@@ -171,6 +207,7 @@ class Router:
                         for f in ("pending_timers", "writer_queue", "due_backlog_timers")
                     },
                     "due_backlog_oldest_ms": max(p["due_backlog_oldest_ms"] for p in parts),
+                    "workers": workers,
                 }
             )
         await response(scope, receive, send)
@@ -213,20 +250,34 @@ class Router:
         await response(scope, receive, send)
 
     async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Every partition's metrics, each series with its ``partition`` label."""
+        """Every partition's metrics, each series with its ``partition`` label, and each
+        worker's own (its process's CPU and memory, ``rocktimer_worker_up``) with its
+        ``worker`` label. A worker that is down is ``rocktimer_worker_up{worker} 0``, its
+        partitions' series absent: the others' are still scraped."""
         families: dict[str, Metric] = {}
         for k, app in self.apps.items():
             for family in app.state.registry.collect():
                 _merge(families, family, {PARTITION_LABEL: str(k)})
+        for family in self.process.collect():
+            _merge(families, family, {WORKER_LABEL: str(self.worker)})
+        up = GaugeMetricFamily(
+            "rocktimer_worker_up", "1: the worker process serves its partitions; 0: down"
+        )
+        up.add_sample("rocktimer_worker_up", {WORKER_LABEL: str(self.worker)}, 1.0)
+        _merge(families, up, {})
         if not self._internal(scope):
             fetched = await asyncio.gather(
                 *(self.collect(relay.forward, scope) for relay in self.relays.values())
             )
-            if (response := unanswered(list(fetched))) is not None:
-                await response(scope, receive, send)
-                return
-            for answer in fetched:
-                assert answer is not None
+            for w, answer in zip(self.relays, fetched, strict=True):
+                if answer is None:
+                    down = GaugeMetricFamily("rocktimer_worker_up", "")
+                    down.add_sample("rocktimer_worker_up", {WORKER_LABEL: str(w)}, 0.0)
+                    _merge(families, down, {})
+                    continue
+                if answer.status != 200:
+                    await replay(answer)(scope, receive, send)
+                    return
                 for family in text_string_to_metric_families(answer.body.decode()):
                     _merge(families, family, {})
         registry = CollectorRegistry(auto_describe=False)
@@ -234,6 +285,23 @@ class Router:
         await Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)(
             scope, receive, send
         )
+
+
+def _not_ready(workers: list[dict[str, Any]]) -> Response:
+    """503 + Retry-After naming the workers that do not serve their partitions."""
+    named = "; ".join(
+        f"worker {w['worker']} (partitions {', '.join(map(str, w['partitions']))}) is "
+        + ("being started again" if w["status"] == "down" else "not ready")
+        for w in workers
+        if w["status"] in ("down", "not ready")
+    )
+    return problem(
+        503,
+        "Service Unavailable",
+        f"{named}; the other workers serve their partitions",
+        headers=dict(RETRY_SOON),
+        more={"workers": workers},
+    )
 
 
 def _merge(families: dict[str, Metric], family: Metric, labels: dict[str, str]) -> None:

@@ -500,3 +500,50 @@ def test_a_client_leaving_a_relayed_stream_ends_it_on_the_owner(
     while open_streams(c, 1) != 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert open_streams(c, 1) == 0  # the owner ended it: its slots are free again
+
+
+def test_readyz_and_metrics_name_each_worker_and_a_killed_one(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    srv = cluster(workers=2, partitions=4)
+    c = fresh_client(srv)
+    owned = {0: [0, 2], 1: [1, 3]}
+    for _ in range(4):  # whichever worker answers
+        ready = c.get("/readyz").json()
+        assert ready["workers"] == [
+            {"worker": w, "partitions": owned[w], "status": "ready"} for w in (0, 1)
+        ]
+        text = c.get("/metrics").text
+        for w in (0, 1):  # each worker's own series, by its label
+            assert f'rocktimer_worker_up{{worker="{w}"}} 1.0' in text
+            assert f'process_resident_memory_bytes{{worker="{w}"}}' in text
+            assert f'process_cpu_seconds_total{{worker="{w}"}}' in text
+    pids = workers_of(srv)
+    os.kill(pids[1], signal.SIGKILL)
+    while not gone(pids[1]):
+        time.sleep(0.01)
+    live = topics_of(0, 4, 1, "up")[0]
+    seen_down = metrics_down = False
+    deadline = time.monotonic() + RESTART_BOUND_S
+    while time.monotonic() < deadline:
+        ready = c.get("/readyz")
+        if ready.status_code == 200:
+            break
+        seen_down = True
+        assert ready.status_code == 503, ready.text
+        assert ready.headers["retry-after"] == "1"
+        assert ready.headers["content-type"] == "application/problem+json"
+        assert "worker 1 (partitions 1, 3) is being started again" in ready.json()["detail"]
+        assert [w["status"] for w in ready.json()["workers"]] == ["ready", "down"]
+        text = c.get("/metrics").text  # the live worker's series still scraped
+        if 'rocktimer_worker_up{worker="1"} 0.0' in text:
+            metrics_down = True
+            assert 'rocktimer_worker_up{worker="0"} 1.0' in text
+            assert 'rocktimer_pending_timers{partition="0"}' in text
+            assert 'rocktimer_pending_timers{partition="1"}' not in text
+        assert c.post(f"/v1/topics/{live}/messages", json={"body": "x"}).status_code == 201
+        time.sleep(0.02)
+    assert seen_down
+    assert metrics_down  # 200 without the down worker's partitions, not a 503
+    assert c.get("/readyz").json()["workers"][1]["status"] == "ready"
+    assert 'rocktimer_worker_up{worker="1"} 1.0' in c.get("/metrics").text
