@@ -12,6 +12,7 @@ its partitions.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import logging
 import os
 import signal
@@ -107,7 +108,8 @@ def run(settings: Settings, layout: Layout, index: int) -> None:
     try:
         for k in owned:
             part = partition_settings(settings, layout, k)
-            engines[k] = open_engine(part, part.engine, share=len(owned))
+            config = dataclasses.replace(part.engine, partition=k)  # in its sealed events
+            engines[k] = open_engine(part, config, share=len(owned))
         apps: dict[int, Service] = {
             k: create_app(partition_settings(settings, layout, k), engine=engine)
             for k, engine in engines.items()

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from bench import hop
@@ -547,3 +549,40 @@ def test_readyz_and_metrics_name_each_worker_and_a_killed_one(
     assert metrics_down  # 200 without the down worker's partitions, not a 503
     assert c.get("/readyz").json()["workers"][1]["status"] == "ready"
     assert 'rocktimer_worker_up{worker="1"} 1.0' in c.get("/metrics").text
+
+
+def sealed(events: Path) -> list[pa.Table]:
+    return [pq.read_table(path) for path in sorted(events.rglob("part-*.parquet"))]
+
+
+def test_each_partitions_sealed_events_carry_it(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client], tmp_path: Path
+) -> None:
+    """Every segment under ``p<k>/events/`` has the partition column, k on each row:
+    (partition, seq) names an event across the data dir (seqs repeat between partitions)."""
+    srv = cluster(workers=2, partitions=2, ROCKTIMER_EVENTS_SEAL_MS="50")
+    c = fresh_client(srv)
+    sent = {k: topics_of(k, 2, 2, "ev") for k in (0, 1)}
+    for k in (0, 1):
+        for t in sent[k]:
+            assert c.post(f"/v1/topics/{t}/messages", json={"body": t}).status_code == 201
+    events = {k: tmp_path / "data" / f"p{k}" / "events" for k in (0, 1)}
+
+    def topics(k: int) -> set[str]:
+        return {t for table in sealed(events[k]) for t in table.column("topic").to_pylist()}
+
+    deadline = time.monotonic() + 30
+    while any(topics(k) != set(sent[k]) for k in (0, 1)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    srv.stop()
+    seen: set[tuple[int, int]] = set()
+    seqs: list[int] = []
+    for k in (0, 1):
+        assert topics(k) == set(sent[k])
+        for table in sealed(events[k]):
+            assert set(table.column("partition").to_pylist()) == {k}
+            rows = table.column("seq").to_pylist()
+            seqs += rows
+            seen |= {(k, seq) for seq in rows}
+    assert len(seen) == len(seqs)  # (partition, seq) is unique
+    assert len(set(seqs)) < len(seqs)  # seq alone is not
