@@ -19,7 +19,6 @@ import pytest
 
 from tests.support.server import Server
 
-
 # The worker processes of the servers ``running`` starts: one process unless
 # ROCKTIMER_TEST_WORKERS says more (then a partitioned data dir of as many partitions), to
 # run the client, CLI and console tests against workers that relay and gather.
