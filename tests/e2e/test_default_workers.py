@@ -130,3 +130,30 @@ def test_a_port_held_by_another_process_stops_the_workers_start_in_one_line(
         "it, or set ROCKTIMER_PORT to another port)"
     ], done.stderr
     assert not (tmp_path / "data").exists()
+
+
+def test_port_0_cannot_serve_a_partitioned_data_dir(tmp_path: Path) -> None:
+    """Its partitions need workers on one port, which port 0 cannot name: one line, exit 2,
+    whether ROCKTIMER_WORKERS is unset (one worker) or set."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "partitions.json").write_text('{"partitions": 2, "hash": "crc32"}\n')
+    for workers in (None, "1", "2"):
+        env = {k: v for k, v in os.environ.items() if k != "ROCKTIMER_WORKERS"}
+        env |= {"ROCKTIMER_PORT": "0", "ROCKTIMER_DATA_DIR": str(data)}
+        if workers:
+            env["ROCKTIMER_WORKERS"] = workers
+        done = subprocess.run(
+            [sys.executable, "-m", "app"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.splitlines() == [
+            f"rocktimer: the data dir {data} has 2 partitions, served by worker processes "
+            "that share one port: set ROCKTIMER_PORT to a port, not 0"
+        ]
