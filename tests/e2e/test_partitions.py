@@ -405,8 +405,8 @@ def test_the_console_overview_covers_every_partition(
 def test_one_worker_serves_every_partition_of_a_partitioned_data_dir(
     cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client], tmp_path: Path
 ) -> None:
-    """A data dir made with two workers, run with the default of one: one worker process
-    holds both partitions, and nothing is relayed."""
+    """A data dir made with two workers, run with one: one worker process holds both
+    partitions, and nothing is relayed."""
     srv = cluster(workers=2)
     c = fresh_client(srv)
     topics = topics_of(0, 2, 2, "one") + topics_of(1, 2, 2, "one")
