@@ -60,6 +60,61 @@ def balanced(cluster: Cluster) -> dict[int, Any]:
     return wait_until("2 partitions on each node", check, BALANCED_S, 0.2)
 
 
+def check_gathered(cluster: Cluster, node: Node, owners: dict[int, Any], topics: list[str]) -> None:
+    """Listings, /readyz, /metrics of every partition, whichever node is asked."""
+    listing = httpx.get(f"{node.url}/v1/topics", timeout=CLIENT_TIMEOUT_S)
+    assert listing.status_code == 200, listing.text
+    assert [i["topic"] for i in listing.json()["items"]] == topics
+    ready = httpx.get(f"{node.url}/readyz", timeout=CLIENT_TIMEOUT_S)
+    assert ready.status_code == 200, ready.text
+    assert {n["node"]: (n["partitions"], n["status"]) for n in ready.json()["nodes"]} == {
+        n.node_id: (sorted(k for k, o in owners.items() if o.node == n.node_id), "ready")
+        for n in cluster.nodes
+    }
+    metrics = httpx.get(f"{node.url}/metrics", timeout=CLIENT_TIMEOUT_S).text
+    up = {
+        s.labels["node"]: s.value
+        for f in text_string_to_metric_families(metrics)
+        for s in f.samples
+        if s.name == "rocktimer_node_up"
+    }
+    assert up == {n.node_id: 1.0 for n in cluster.nodes}
+    labelled = {
+        s.labels["partition"]
+        for f in text_string_to_metric_families(metrics)
+        for s in f.samples
+        if "partition" in s.labels
+    }
+    assert labelled == {str(k) for k in range(cluster.partitions)}
+    assert httpx.get(f"{node.url}/healthz", timeout=CLIENT_TIMEOUT_S).status_code == 200
+
+
+def check_dead_letters(cluster: Cluster) -> None:
+    """A group's dead letters, kept on their source topics' partitions on every node, read
+    whole through any one node."""
+    dead = {}
+    for k in range(cluster.partitions):
+        topic = cluster.topic_in(k, "dead")
+        node = cluster.nodes[k % len(cluster.nodes)]
+        put = httpx.put(f"{node.url}/v1/topics/{topic}/groups/dl", json={"max_attempts": 1})
+        assert put.status_code == 200, put.text
+        dead[send(node, topic, f"dead {k}").json()["msg_id"]] = topic
+        got = receive(node, topic, "dl", wait_ms=5_000).json()["messages"]
+        nacked = httpx.post(
+            f"{node.url}/v1/topics/{topic}/groups/dl/nack",
+            json={"receipts": [m["receipt"] for m in got]},
+            timeout=CLIENT_TIMEOUT_S,
+        )
+        assert nacked.status_code == 200, nacked.text
+    dlq = httpx.post(
+        f"{cluster.nodes[0].url}/v1/topics/%25DLQ%25dl/groups/any/receive",
+        json={"max_messages": 100, "wait_ms": 5_000},
+        timeout=CLIENT_TIMEOUT_S + 5,
+    )
+    assert dlq.status_code == 200, dlq.text
+    assert {m["msg_id"]: m["source_topic"] for m in dlq.json()["messages"]} == dead
+
+
 def test_any_node_answers_for_any_partition(make_cluster: Callable[..., Cluster]) -> None:
     cluster = make_cluster()
     owners = balanced(cluster)
@@ -83,20 +138,7 @@ def test_any_node_answers_for_any_partition(make_cluster: Callable[..., Cluster]
         assert state.json()["state"] == "delivered"
 
     for node in cluster.nodes:
-        # gathered from every partition, whichever node is asked
-        listing = httpx.get(f"{node.url}/v1/topics", timeout=CLIENT_TIMEOUT_S)
-        assert listing.status_code == 200, listing.text
-        assert [i["topic"] for i in listing.json()["items"]] == sorted(topics.values())
-        assert httpx.get(f"{node.url}/readyz", timeout=CLIENT_TIMEOUT_S).status_code == 200
-        metrics = httpx.get(f"{node.url}/metrics", timeout=CLIENT_TIMEOUT_S).text
-        labelled = {
-            s.labels["partition"]
-            for f in text_string_to_metric_families(metrics)
-            for s in f.samples
-            if "partition" in s.labels
-        }
-        assert labelled == {str(k) for k in range(cluster.partitions)}
-        assert httpx.get(f"{node.url}/healthz", timeout=CLIENT_TIMEOUT_S).status_code == 200
+        check_gathered(cluster, node, owners, sorted(topics.values()))
 
     # A relayed request is answered by its receiver or refused, never relayed again.
     k = 0
@@ -125,29 +167,7 @@ def test_any_node_answers_for_any_partition(make_cluster: Callable[..., Cluster]
     asked["Rocktimer-Partitions"] = ",".join(map(str, [*own, next(iter(set(owners) - set(own)))]))
     assert_unavailable(httpx.get(f"{owner.url}/v1/topics", headers=asked, timeout=CLIENT_TIMEOUT_S))
 
-    # A group's dead letters, kept on their source topics' partitions on every node, read
-    # whole through any one node.
-    dead = {}
-    for k in range(cluster.partitions):
-        topic = cluster.topic_in(k, "dead")
-        node = cluster.nodes[k % len(cluster.nodes)]
-        put = httpx.put(f"{node.url}/v1/topics/{topic}/groups/dl", json={"max_attempts": 1})
-        assert put.status_code == 200, put.text
-        dead[send(node, topic, f"dead {k}").json()["msg_id"]] = topic
-        got = receive(node, topic, "dl", wait_ms=5_000).json()["messages"]
-        nacked = httpx.post(
-            f"{node.url}/v1/topics/{topic}/groups/dl/nack",
-            json={"receipts": [m["receipt"] for m in got]},
-            timeout=CLIENT_TIMEOUT_S,
-        )
-        assert nacked.status_code == 200, nacked.text
-    dlq = httpx.post(
-        f"{cluster.nodes[0].url}/v1/topics/%25DLQ%25dl/groups/any/receive",
-        json={"max_messages": 100, "wait_ms": 5_000},
-        timeout=CLIENT_TIMEOUT_S + 5,
-    )
-    assert dlq.status_code == 200, dlq.text
-    assert {m["msg_id"]: m["source_topic"] for m in dlq.json()["messages"]} == dead
+    check_dead_letters(cluster)
 
 
 def _stream_until_closed(node: Node, topic: str) -> tuple[float, int]:
