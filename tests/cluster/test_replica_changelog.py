@@ -210,3 +210,13 @@ def test_replica_a_quick_reply_is_not_given_once_the_lease_ran_out_during_its_ba
 
     with pytest.raises(PartitionUnavailable, match="is not served right now"):
         loop.run(submit())
+
+
+def test_replica_a_node_with_a_longer_lease_keeps_the_buckets(bus: Bus, nats: NatsCluster) -> None:
+    """The owners' bucket expires leases after the TTL it was made with: a node set to a
+    longer lease would otherwise serve past the moment another node may take over."""
+    other = Bus.start(nats.urls.split(","), replicas=3, lease_ms=4 * LEASE_MS)
+    try:
+        assert other.lease_ms == LEASE_MS
+    finally:
+        other.close()
