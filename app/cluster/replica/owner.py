@@ -169,7 +169,8 @@ class Lease:
             # expired (or released): nobody holds it
             entry = None
         if entry is not None:
-            if entry.value == self.value and entry.revision is not None:  # our renewal landed
+            if _token(entry.value) == _token(self.value) and entry.revision is not None:
+                # our own renewal landed (its ack was lost)
                 self.revision = entry.revision
                 self.deadline = sent + self.lease_s
             else:
@@ -343,5 +344,17 @@ class Changelog:
             self.bus.call(self.lease.release(), API_TIMEOUT_S * 2)
 
 
-def owner_value(node: str, advertise: str, epoch: int) -> bytes:
-    return json.dumps({"node": node, "advertise": advertise, "epoch": epoch}).encode()
+def owner_value(node: str, advertise: str, epoch: int, token: str) -> bytes:
+    """A lease's value: who owns the partition, where it answers, under which epoch, and
+    the token of this one lease (another lease of the same node is not this one)."""
+    return json.dumps(
+        {"node": node, "advertise": advertise, "epoch": epoch, "token": token}
+    ).encode()
+
+
+def _token(value: bytes | None) -> str | None:
+    try:
+        token = json.loads(value or b"{}").get("token")
+    except (ValueError, AttributeError):
+        return None
+    return token if isinstance(token, str) else None
