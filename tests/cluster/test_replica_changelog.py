@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from app.cluster.replica import Bus, Replica
-from storage.errors import PartitionUnavailable
-from storage.store import CF, RocksStore
+from storage.errors import PartitionUnavailable, StorageError
+from storage.keys import RECEIPT_SECRET_KEY
+from storage.store import CF, Delete, RocksStore
 from storage.txn import Txn
 from tests.cluster.replica_support import (
     TOPIC,
@@ -220,3 +221,17 @@ def test_replica_a_node_with_a_longer_lease_keeps_the_buckets(bus: Bus, nats: Na
         assert other.lease_ms == LEASE_MS
     finally:
         other.close()
+
+
+def test_replica_an_engine_never_makes_a_receipt_secret_of_its_own(nodes: list[Node]) -> None:
+    """The secret comes with the partition's first fence, the same on every copy."""
+    a, _ = nodes
+    changelog = take_over(a.replica, 20.0)
+    copy = RocksStore(a.path)
+    try:
+        assert copy.get(CF.META, RECEIPT_SECRET_KEY) is not None
+        copy.write([Delete(CF.META, RECEIPT_SECRET_KEY)], sync=True)
+    finally:
+        copy.close()
+    with pytest.raises(StorageError, match="no receipt secret"):
+        Engine(engine_config(a.path), changelog=changelog)
