@@ -31,7 +31,7 @@ from app.cluster.replica.owner import (
     owner_value,
     publish,
 )
-from app.cluster.replica.snapshot import SNAPSHOT_RECORDS, restore
+from app.cluster.replica.snapshot import SNAPSHOT_MIN_BYTES, SNAPSHOT_RECORDS, restore
 from app.cluster.replica.standby import Standby
 from storage import keys
 from storage.keys import OWNED_MARK_KEY
@@ -58,8 +58,10 @@ class Replica:
         on_deposed: Callable[[int], None],
         memory_share: int = 1,
         snapshot_every: int = SNAPSHOT_RECORDS,
+        snapshot_min_bytes: int = SNAPSHOT_MIN_BYTES,
     ) -> None:
-        """``snapshot_every``: records a standby applies between two snapshots."""
+        """``snapshot_every``, ``snapshot_min_bytes``: when a standby stores a snapshot
+        (snapshot.py)."""
         self.bus = bus
         self.k = k
         self.path = path
@@ -68,6 +70,7 @@ class Replica:
         self.on_deposed = on_deposed
         self.memory_share = memory_share
         self.snapshot_every = snapshot_every
+        self.snapshot_min_bytes = snapshot_min_bytes
         self.role = "idle"
         self.standby: Standby | None = None
         self.changelog: Changelog | None = None
@@ -107,6 +110,7 @@ class Replica:
             self.path,
             memory_share=self.memory_share,
             snapshot_every=self.snapshot_every,
+            snapshot_min_bytes=self.snapshot_min_bytes,
         )
 
     def take_over(self, timeout_s: float = TAKE_OVER_S) -> Changelog:
