@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -235,3 +236,28 @@ def test_replica_an_engine_never_makes_a_receipt_secret_of_its_own(nodes: list[N
         copy.close()
     with pytest.raises(StorageError, match="no receipt secret"):
         Engine(engine_config(a.path), changelog=changelog)
+
+
+def test_replica_an_owner_serves_again_after_nats_was_gone_longer_than_its_lease(
+    nodes: list[Node], loop: Loop, nats: NatsCluster
+) -> None:
+    """Its lease lapses while no server answers (it refuses meanwhile); nobody else took
+    the partition, so once NATS is back it takes the lease again and goes on."""
+    a, _ = nodes
+    engine = a.own()
+    loop.run(engine.send(record("before")))
+    changelog = a.replica.changelog
+    assert changelog is not None
+    for server in nats.servers:
+        server.pause()
+    try:
+        wait_until(lambda: not changelog.lease.valid, what="the lease to lapse")
+        assert not a.replica.serving
+        time.sleep(2 * LEASE_MS / 1000)  # the key expires on the servers meanwhile
+    finally:
+        for server in nats.servers:
+            server.resume()
+    wait_until(lambda: a.replica.serving, 30.0, "the lease taken again")
+    loop.run(engine.send(record("after")))
+    assert changelog.deposed is None
+    assert has(engine, "after")

@@ -148,18 +148,27 @@ class Lease:
         return lease
 
     async def _renew_forever(self) -> None:
+        """Renew every lease/4 until lost or released. Nothing ends this loop but that:
+        whatever a renewal or a retake raises (NATS electing a leader, unreachable), the
+        deadline runs on and the next tick tries again."""
+        failures = 0
         while self.lost is None:
             await asyncio.sleep(self.lease_s / 4)
             sent = time.monotonic()
             try:
-                self.revision = await self.bus.owners.update(
-                    self.key, self.value, last=self.revision
-                )
-                self.deadline = sent + self.lease_s
-            except nats.js.errors.KeyWrongLastSequenceError:
-                await self._retake(sent)
-            except Exception as exc:  # NATS unreachable: the deadline runs on
-                log.warning("lease of p%d not renewed: %s", self.k, exc or type(exc))
+                await self._renew(sent)
+                failures = 0
+            except Exception as exc:
+                if failures % LOG_EVERY == 0:
+                    log.warning("lease of p%d not renewed: %s", self.k, exc or type(exc))
+                failures += 1
+
+    async def _renew(self, sent: float) -> None:
+        try:
+            self.revision = await self.bus.owners.update(self.key, self.value, last=self.revision)
+            self.deadline = sent + self.lease_s
+        except nats.js.errors.KeyWrongLastSequenceError:
+            await self._retake(sent)
 
     async def _retake(self, sent: float) -> None:
         """The key changed under us: another node holds it (lost), or it expired."""

@@ -124,10 +124,11 @@ class Standby:
         the seq after the one applied (a standby that stopped reading is no standby)."""
         while not self._stop.is_set():
             try:
-                await self._read()
-            except Gap as gap:
-                log.warning("standby p%d: %s: restoring the snapshot", self.k, gap)
-                await asyncio.to_thread(self._restore)
+                try:
+                    await self._read()
+                except Gap as gap:
+                    log.warning("standby p%d: %s: restoring the snapshot", self.k, gap)
+                    await asyncio.to_thread(self._restore)
             except Exception as exc:
                 self.errors += 1
                 if self._parts:  # read the unfinished run again
@@ -258,15 +259,19 @@ class Standby:
         self._uploading.add_done_callback(done)
 
     def _restore(self) -> None:
-        """Replace the copy with the stored snapshot (a gap: its records were purged)."""
+        """Replace the copy with the stored snapshot (a gap: its records were purged). If
+        that fails, the copy is left empty (read again from the first record: the gap
+        comes back and the restore is tried again)."""
         self.store.close()
-        shutil.rmtree(self.path)
-        restore(self.bus, self.k, self.path)
-        self._parts.clear()
-        with self._cond:
-            self._open()
+        shutil.rmtree(self.path, ignore_errors=True)
+        try:
+            restore(self.bus, self.k, self.path)
             self.restores += 1
-            self._cond.notify_all()
+        finally:
+            self._parts.clear()
+            with self._cond:
+                self._open()
+                self._cond.notify_all()
 
     def stop(self) -> None:
         """Stop reading (the store stays open)."""
