@@ -164,6 +164,26 @@ class ClusterCrashLoop(CrashLoop):
             raise RunFailed(f"the cluster did not settle: {exc}") from None
         self.check_logs()
 
+    def wait_serving(self, count: int) -> None:
+        """Until ``count`` live nodes answer /readyz (nodes started again may be joining)."""
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            for node_id, spawned in list(self.spawned.items()):
+                node = self.cluster.node(node_id)
+                try:
+                    node.check_alive()
+                except RuntimeError as exc:
+                    raise RunFailed(str(exc)) from None
+                if node.answers():
+                    self.ready_s.append(time.monotonic() - spawned)
+                    del self.spawned[node_id]
+            serving = [n for n in self.cluster.live() if n.node_id not in self.spawned]
+            if len(serving) >= count:
+                return
+            if time.monotonic() > deadline:
+                raise RunFailed(f"fewer than {count} nodes serving for {SETTLE_S}s")
+            time.sleep(0.05)
+
     def settle_nodes(self) -> None:
         """Nodes started again answer /readyz (the time from their start is recorded)."""
         for node_id, spawned in list(self.spawned.items()):
@@ -304,8 +324,9 @@ class ClusterCrashLoop(CrashLoop):
             time.sleep(kill_at)
             took.append(self.disrupt(kind, victim, hit, cycle))
             for _ in range(1, kills):
-                # the next owner, under the same load, once the last victim is back
-                self.settle_nodes()
+                # the next owner, under the same load, once two nodes serve (the victim
+                # before last is back): one survives the kill
+                self.wait_serving(2)
                 victim, hit = self.victim(kind, avoid=self.front)
                 if victim is self.front:  # it owns both: the load's sends to it go unanswered
                     self.choose_front(victim)  # and the probes go through another node

@@ -89,6 +89,7 @@ SETUP_RETRY_S = 0.25
 READ_TIMEOUT_S = 2.0  # one reading of both buckets
 STOP_PARTITION_S = 30.0  # a partition's clean stop at shutdown (its engine, its lease)
 TAKE_OVER_S = 30.0  # catching up and fencing a partition being taken over
+RETRY_S = 1.0  # a change of role that failed (NATS unreachable) is tried again after this
 
 
 # --- start: settings, NATS, the cluster's layout ----------------------------------------------
@@ -191,7 +192,7 @@ def run(settings: Settings) -> None:
                 except Exception as exc:
                     if time.monotonic() > deadline:
                         raise
-                    log.info("cluster records not ready yet: %s", exc or type(exc).__name__)
+                    log.info("cluster records not ready yet: %s", str(exc) or type(exc).__name__)
                     await asyncio.sleep(SETUP_RETRY_S)
 
         try:
@@ -247,6 +248,7 @@ class Slot:
     role: str = "idle"  # idle | standby | owner
     busy: asyncio.Task[None] | None = None
     deposed: bool = False
+    retry_at: float = 0.0  # after a failed change, not before this (monotonic)
     owned: Owned | None = field(default=None)
 
 
@@ -289,7 +291,7 @@ class Node:
                 try:
                     return [int(k) for k in value.split(b",") if k]
                 except ValueError:
-                    return []
+                    return [-1]  # none of ours: refused
         return None
 
     def apps(self) -> dict[int, Service]:
@@ -407,11 +409,17 @@ class Node:
         return await asyncio.wrap_future(self.bus.submit(bounded()))
 
     async def _heartbeat(self) -> None:
-        value = orjson.dumps({"advertise": self.advertise})
+        """This node's heartbeat: where it answers, and how far its standby copies are."""
+        applied = {
+            str(k): slot.replica.applied_seq
+            for k, slot in self.slots.items()
+            if slot.role == "standby" and not slot.deposed
+        }
+        value = orjson.dumps({"advertise": self.advertise, "applied": applied})
         try:
             await self._on_bus(self.nodes_kv.put(self.me, value), READ_TIMEOUT_S)
         except Exception as exc:  # NATS away: the owners' leases decide what happens
-            log.warning("heartbeat not sent: %s", exc or type(exc).__name__)
+            log.warning("heartbeat not sent: %s", str(exc) or type(exc).__name__)
 
     async def _read(self) -> tuple[dict[str, tuple[int, dict[str, Any]]], dict[int, Any]]:
         """Both buckets as they are now (on the bus's loop)."""
@@ -444,22 +452,33 @@ class Node:
         return result
 
     async def _control(self) -> None:
+        """Every lease/8: the heartbeat (every other time), a reading of the buckets, the
+        partitions steered. Unreadable buckets (NATS away) steer nothing; the leases seen
+        still run out on this node's clock. A failure of the loop itself stops the node."""
         tick = 0
         period = self.lease_s / POLL_LEASE
-        while True:
-            if tick % HEARTBEAT_POLLS == 0 and tick:
-                await self._heartbeat()
-            tick += 1
-            try:
-                nodes, owners = await self._read()
-            except Exception as exc:
-                log.warning("cannot read the cluster's state: %s", exc or type(exc).__name__)
-            else:
-                now = time.monotonic()
-                self.view.saw(nodes, owners, now)
-                self._release_waiting(now)
-                self._steer(now)
-            await asyncio.sleep(period)
+        try:
+            while True:
+                if tick % HEARTBEAT_POLLS == 0 and tick:
+                    await self._heartbeat()
+                tick += 1
+                try:
+                    nodes, owners = await self._read()
+                except Exception as exc:
+                    why = str(exc) or type(exc).__name__
+                    log.warning("cannot read the cluster's state: %s", why)
+                    self._release_waiting(time.monotonic())
+                else:
+                    now = time.monotonic()
+                    self.view.saw(nodes, owners, now)
+                    self._release_waiting(now)
+                    self._steer(now)
+                await asyncio.sleep(period)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.critical("the node's control loop failed; the node stops", exc_info=True)
+            self._die()
 
     def _release_waiting(self, now: float) -> None:
         """Relayed requests to an owner that no longer is one stop waiting for it."""
@@ -476,7 +495,7 @@ class Node:
         if self.stopping:
             return
         for k, slot in self.slots.items():
-            if slot.busy is not None and not slot.busy.done():
+            if (slot.busy is not None and not slot.busy.done()) or now < slot.retry_at:
                 continue
             change = self._change(k, slot, now)
             if change is not None:
@@ -486,7 +505,7 @@ class Node:
         if slot.deposed:
             return functools.partial(self._demote, k)
         if slot.role == "owner":
-            if self.view.should_hand_over(k, now) is not None:
+            if slot.owned is not None and self._successor(k, slot.owned, now) is not None:
                 return functools.partial(self._hand_over, k)
             return None
         if self.view.should_take(k, now) or self.view.owner_node(k, now) == self.me:
@@ -500,9 +519,18 @@ class Node:
             await change()
         except asyncio.CancelledError:
             raise
-        except (Exception, SystemExit):  # SystemExit: open_engine's one line (logged)
-            log.exception("p%d: a change of role failed; the node stops", k)
+        except SystemExit:  # open_engine's one line: this node cannot open its own copy
+            log.critical("p%d: the engine did not open; the node stops", k)
             self._die()
+        except Exception as exc:  # NATS away (a server restarting): tried again shortly
+            log.warning(
+                "p%d: %s failed (tried again in %.1f s): %s",
+                k,
+                getattr(change, "func", change).__name__.strip("_"),
+                RETRY_S,
+                str(exc) or type(exc).__name__,
+            )
+            self.slots[k].retry_at = time.monotonic() + RETRY_S
 
     def _die(self) -> None:
         """A failure this node cannot mend: it stops (exit 3) for its supervisor to start
@@ -538,6 +566,21 @@ class Node:
             slot.role = "standby"
             return
         slot.role = "owner"
+        try:
+            slot.owned = await self._serve(k, changelog)
+        except BaseException:  # the lease is given up: another node takes it meanwhile
+            await asyncio.to_thread(slot.replica.release)
+            slot.role = "idle"
+            raise
+        if self.server is not None:
+            self.server.engines.append(slot.owned.engine)
+        if slot.deposed:  # while it was starting
+            return
+        self.served[k] = slot.owned
+        log.info("p%d: served here", k)
+
+    async def _serve(self, k: int, changelog: Changelog) -> Owned:
+        """``k``'s engine opened on the copy just taken over, its app started."""
         part = partition_settings(self.settings, self.layout, k)
         engine = await asyncio.to_thread(open_engine, part, part.engine, self.partitions, changelog)
         app = create_app(part, engine=engine)
@@ -545,13 +588,7 @@ class Node:
         stop = asyncio.Event()
         running = asyncio.create_task(self._run_app(k, app, started, stop))
         await started
-        slot.owned = Owned(app, engine, changelog, stop, running)
-        if self.server is not None:
-            self.server.engines.append(engine)
-        if slot.deposed:  # while it was starting
-            return
-        self.served[k] = slot.owned
-        log.info("p%d: served here", k)
+        return Owned(app, engine, changelog, stop, running)
 
     async def _run_app(
         self, k: int, app: Service, started: asyncio.Future[None], stop: asyncio.Event
@@ -579,8 +616,13 @@ class Node:
         if self.server is not None and owned.engine in self.server.engines:
             self.server.engines.remove(owned.engine)
 
+    def _successor(self, k: int, owned: Owned, now: float) -> str | None:
+        return self.view.should_hand_over(k, now, owned.changelog.last)
+
     async def _hand_over(self, k: int) -> None:
-        log.info("p%d: handed over to %s", k, self.view.should_hand_over(k, time.monotonic()))
+        owned = self.slots[k].owned
+        to = None if owned is None else self._successor(k, owned, time.monotonic())
+        log.info("p%d: handed over to %s", k, to)
         await self._stop_app(k)
         slot = self.slots[k]
         await asyncio.to_thread(slot.replica.release)
@@ -606,8 +648,11 @@ class Node:
         slot.role = "standby"
 
     async def _leave(self) -> None:
-        """Every partition stopped cleanly (owners give their leases up), the heartbeat
-        deleted: the others take over without waiting for a lease to lapse."""
+        """The heartbeat deleted first (the others assign without this node), then every
+        partition stopped cleanly (an owner gives its lease up): the others take over
+        without waiting for a lease to lapse."""
+        with contextlib.suppress(Exception):
+            await self._on_bus(self.nodes_kv.delete(self.me), READ_TIMEOUT_S)
         for slot in self.slots.values():
             if slot.busy is not None and not slot.busy.done():
                 with contextlib.suppress(Exception):
@@ -620,5 +665,3 @@ class Node:
                 log.exception("p%d: not stopped cleanly", k)
         for relay in self.relays.values():
             relay.close()
-        with contextlib.suppress(Exception):
-            await self._on_bus(self.nodes_kv.delete(self.me), READ_TIMEOUT_S)

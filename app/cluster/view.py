@@ -9,16 +9,20 @@ lease, as this node's monotonic clock measures it, is over — whether or not th
 have expired it yet. Time is passed in (``now``, monotonic seconds), never read here.
 
 Assignment is rendezvous hashing with bounded loads: for partition ``k`` the live nodes
-in the order of ``sha1(f"{node}/{k}")``, largest first; partitions 0, 1, … in turn go to
-the first node in their order that has fewer than ceil(P / nodes) of them (so 3 nodes
-own 2 of 6 each, and every node computes the same answer from the same live nodes).
+in the order of ``sha1(f"{node}/{k}")``, largest first. No node is assigned more than
+ceil(P / nodes) partitions (3 nodes own 2 of 6 each): an owner keeps what it owns up to
+that, and the rest go, partitions 0, 1, … in turn, to the first node in their order
+still below it — every node computes the same answer from the same buckets, and a
+change of nodes moves only the partitions it must.
 That node should own it; the first in order that does not own it stands by for it
 (applies its changelog). A partition without an owner is taken
 by the first in that order at once, by the i-th after i leases (if the ones before it
 are gone without their heartbeat having lapsed yet). An owner hands a partition over to
-the first in order once that node has been alive for HANDOVER_LEASES leases, so nodes
-started one after another end up with their shares, and one restarting gets its own
-back.
+the first in order once that node has been alive for HANDOVER_LEASES leases and its
+standby copy is within HANDOVER_BEHIND records of the owner's changelog (each node's
+heartbeat says how far its standby copies are: ``{"applied": {"<k>": seq}}``), so nodes
+started one after another end up with their shares, one restarting gets its own back,
+and a hand-over costs the partition only the take-over's fence, not a rebuild.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 HANDOVER_LEASES = 2  # a node is trusted to take partitions over after this long alive
+HANDOVER_BEHIND = 100  # records a standby may lag its owner and still be handed the partition
 
 
 @dataclass(slots=True)
@@ -60,16 +65,28 @@ def order(nodes: list[str], k: int) -> list[str]:
     return sorted(nodes, key=lambda n: rank(n, k), reverse=True)
 
 
-def assignment(nodes: list[str], partitions: int) -> list[list[str]]:
+def assignment(
+    nodes: list[str], partitions: int, owners: dict[int, str] | None = None
+) -> list[list[str]]:
     """For each partition, ``nodes`` in the order in which they should own it: first the
-    one it is assigned to (bounded loads), then the rest in rendezvous order."""
+    one it is assigned to, then the rest in rendezvous order. Each node is assigned at
+    most ceil(P / nodes): first the partitions it owns now (``owners``), in turn, up to
+    that; then every other partition, in turn, to the first node in its order below it.
+    So a node that joins takes its share from the others and nothing else moves."""
     cap = -(-partitions // max(1, len(nodes)))
     load = dict.fromkeys(nodes, 0)
+    assigned: dict[int, str] = {}
+    for k, owner in sorted((owners or {}).items()):
+        if owner in load and load[owner] < cap:
+            assigned[k] = owner
+            load[owner] += 1
     ranked = []
     for k in range(partitions):
         each = order(nodes, k)
-        first = next(n for n in each if load[n] < cap)
-        load[first] += 1
+        first = assigned.get(k)
+        if first is None:
+            first = next(n for n in each if load[n] < cap)
+            load[first] += 1
         ranked.append([first, *(n for n in each if n != first)])
     return ranked
 
@@ -82,7 +99,7 @@ class View:
         self.nodes: dict[str, Seen] = {}
         self.owners: dict[int, Seen] = {}
         self.ownerless_since: dict[int, float] = {}
-        self._live: list[str] = []
+        self._key: tuple[tuple[str, ...], tuple[tuple[int, str], ...]] = ((), ())
         self.joined = float("inf")  # when this node first read the buckets
         self._ranked: list[list[str]] = []
 
@@ -143,8 +160,14 @@ class View:
     def ranked(self, k: int, now: float) -> list[str]:
         """The live nodes in the order in which they should own ``k``."""
         live = self.live(now)
-        if live != self._live:
-            self._live, self._ranked = live, assignment(live, self.partitions)
+        owners = {}
+        for j in range(self.partitions):
+            node = self.owner_node(j, now)
+            if node is not None:
+                owners[j] = node
+        key = (tuple(live), tuple(sorted(owners.items())))
+        if key != self._key:
+            self._key, self._ranked = key, assignment(live, self.partitions, owners)
         return self._ranked[k]
 
     def should_take(self, k: int, now: float) -> bool:
@@ -155,14 +178,19 @@ class View:
         waited = now - self.ownerless_since.get(k, now)
         return waited >= ranked.index(self.me) * self.lease_s
 
-    def should_hand_over(self, k: int, now: float) -> str | None:
-        """The node this one (``k``'s owner) should hand ``k`` to, if any: the first in
-        order, alive for HANDOVER_LEASES leases."""
+    def should_hand_over(self, k: int, now: float, last_seq: int) -> str | None:
+        """The node this one (``k``'s owner, its changelog at ``last_seq``) should hand
+        ``k`` to, if any: the first in order, alive for HANDOVER_LEASES leases, its standby
+        copy caught up."""
         first = self.ranked(k, now)[0]
         if first == self.me:
             return None
         seen = self.nodes.get(first)
         if seen is None or now - seen.first < HANDOVER_LEASES * self.lease_s:
+            return None
+        applied = seen.value.get("applied")
+        at = applied.get(str(k)) if isinstance(applied, dict) else None
+        if not isinstance(at, int) or at < last_seq - HANDOVER_BEHIND:
             return None
         return first
 

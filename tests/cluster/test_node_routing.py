@@ -13,6 +13,7 @@ cluster's URL and a name (tests/support/cluster.py):
 from __future__ import annotations
 
 import concurrent.futures
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -116,6 +117,37 @@ def test_any_node_answers_for_any_partition(make_cluster: Callable[..., Cluster]
         timeout=CLIENT_TIMEOUT_S,
     )
     assert at_owner.status_code == 201, at_owner.text
+    # A gathering node asks another for exactly the partitions it owns, or gets a 503.
+    own = sorted(j for j, o in owners.items() if o.node == owner.node_id)
+    asked = {**hop, "Rocktimer-Partitions": ",".join(map(str, own))}
+    part = httpx.get(f"{owner.url}/v1/topics", headers=asked, timeout=CLIENT_TIMEOUT_S)
+    assert [i["topic"] for i in part.json()["items"]] == sorted(topics[j] for j in own)
+    asked["Rocktimer-Partitions"] = ",".join(map(str, [*own, next(iter(set(owners) - set(own)))]))
+    assert_unavailable(httpx.get(f"{owner.url}/v1/topics", headers=asked, timeout=CLIENT_TIMEOUT_S))
+
+    # A group's dead letters, kept on their source topics' partitions on every node, read
+    # whole through any one node.
+    dead = {}
+    for k in range(cluster.partitions):
+        topic = cluster.topic_in(k, "dead")
+        node = cluster.nodes[k % len(cluster.nodes)]
+        put = httpx.put(f"{node.url}/v1/topics/{topic}/groups/dl", json={"max_attempts": 1})
+        assert put.status_code == 200, put.text
+        dead[send(node, topic, f"dead {k}").json()["msg_id"]] = topic
+        got = receive(node, topic, "dl", wait_ms=5_000).json()["messages"]
+        nacked = httpx.post(
+            f"{node.url}/v1/topics/{topic}/groups/dl/nack",
+            json={"receipts": [m["receipt"] for m in got]},
+            timeout=CLIENT_TIMEOUT_S,
+        )
+        assert nacked.status_code == 200, nacked.text
+    dlq = httpx.post(
+        f"{cluster.nodes[0].url}/v1/topics/%25DLQ%25dl/groups/any/receive",
+        json={"max_messages": 100, "wait_ms": 5_000},
+        timeout=CLIENT_TIMEOUT_S + 5,
+    )
+    assert dlq.status_code == 200, dlq.text
+    assert {m["msg_id"]: m["source_topic"] for m in dlq.json()["messages"]} == dead
 
 
 def _stream_until_closed(node: Node, topic: str) -> tuple[float, int]:
@@ -233,3 +265,76 @@ def test_requests_relayed_to_a_paused_owner_end_once_its_lease_is_over(
         assert found.status_code == 200, found.text
     else:
         assert_unavailable(resumed)
+
+
+def test_a_node_that_joins_is_handed_its_share_with_the_data(tmp_path: Any) -> None:
+    """Two nodes own 3 partitions each; a third joins: once its standby copies caught up,
+    it is handed 2 (one from each), with everything written before, and the partitions
+    stay writable through the hand-over but for brief 503s."""
+    cluster = Cluster(tmp_path / "joined", 3)
+    try:
+        cluster.nats.start()
+        first, second, third = cluster.nodes
+        for node in (first, second):
+            node.spawn()
+        for node in (first, second):
+            cluster.wait_node(node)
+        owners = cluster.wait_owned(among=[first, second])
+        topics = {k: cluster.topic_in(k, "joined") for k in range(cluster.partitions)}
+        before = {}
+        for k, topic in topics.items():
+            sent = send(first, topic, "before")
+            assert sent.status_code == 201, sent.text
+            before[k] = sent.json()["msg_id"]
+        third.spawn()
+        cluster.wait_node(third)
+        unavailable = Counter[int]()
+
+        def handed_over() -> dict[int, Any] | None:
+            for k, topic in topics.items():  # writes go on meanwhile
+                response = send(first, topic, "during")
+                if response.status_code != 201:
+                    assert_unavailable(response)
+                    unavailable[k] += 1
+            found = cluster.owners()
+            counts = Counter(o.node for o in found.values())
+            return found if sorted(counts.values()) == [2, 2, 2] and len(found) == 6 else None
+
+        owners = wait_until("the third node's share", handed_over, BALANCED_S, 0.1)
+        for k, topic in topics.items():
+            owner = cluster.node(owners[k].node)
+            state = httpx.get(f"{owner.url}/v1/topics/{topic}/messages/{before[k]}")
+            assert state.status_code == 200, (k, owner, state.text)
+        moved = [k for k, o in owners.items() if o.node == third.node_id]
+        assert len(moved) == 2
+        assert set(unavailable) <= set(moved), unavailable  # only the moved ones paused
+    finally:
+        cluster.kill()
+
+
+def test_a_stopped_node_hands_its_partitions_over_without_waiting_for_its_lease(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    """SIGTERM: the node deletes its heartbeat and gives its leases up as it stops, so the
+    others serve its partitions well before its (long) lease would have run out."""
+    lease_s = 10.0
+    cluster = make_cluster(ROCKTIMER_LEASE_MS=str(int(lease_s * 1000)))
+    owners = cluster.wait_owned()
+    victim = cluster.node(owners[0].node)
+    mine = sorted(k for k, o in owners.items() if o.node == victim.node_id)
+    entry = cluster.others(victim)[0]
+    topics = {k: cluster.topic_in(k, "stopped") for k in mine}
+    assert victim.stop() in (0, -signal.SIGTERM)  # a clean stop (uvicorn re-raises SIGTERM)
+    stopped_at = time.monotonic()
+    writable: dict[int, float] = {}
+    while len(writable) < len(mine) and time.monotonic() - stopped_at < lease_s:
+        for k in mine:
+            if k not in writable:
+                response = send(entry, topics[k], "after")
+                if response.status_code == 201:
+                    writable[k] = time.monotonic() - stopped_at
+                else:
+                    assert_unavailable(response)
+        time.sleep(0.1)
+    assert sorted(writable) == mine, writable
+    assert max(writable.values()) < lease_s / 2, writable

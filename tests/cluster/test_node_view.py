@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from app.cluster.view import HANDOVER_LEASES, View, assignment, decode
+from app.cluster.view import HANDOVER_BEHIND, HANDOVER_LEASES, View, assignment, decode, order
 
 LEASE_S = 4.0
 P = 6
@@ -81,27 +81,46 @@ def test_an_ownerless_partition_is_taken_by_its_first_node_at_once_by_the_next_a
         assert not view.should_take(k, 2 * LEASE_S + 1)
 
 
-def test_an_owner_hands_over_to_the_assigned_node_once_it_has_been_alive_a_while() -> None:
+def test_an_owner_hands_over_to_the_assigned_node_alive_a_while_and_caught_up() -> None:
     k = next(k for k, r in enumerate(assignment(["a", "b"], P)) if r[0] == "b")
+    last = 5_000  # the owner's changelog
     view = View("a", LEASE_S, P)
     view.saw(nodes("a"), owned(a=k), now=0.0)
-    assert view.should_hand_over(k, 0.0) is None  # alone: it is its own
+    assert view.should_hand_over(k, 0.0, last) is None  # alone: it is its own
     view.saw(nodes("a", "b"), owned(a=k), now=1.0)  # b joins
-    assert view.should_hand_over(k, 1.0) is None
+    assert view.should_hand_over(k, 1.0, last) is None
     assert view.standby(k, 1.0) == "b"  # b follows it meanwhile
     later = 1.0 + HANDOVER_LEASES * LEASE_S
-    view.saw(nodes("a", "b", revision=2), owned(a=k), now=later)
-    assert view.should_hand_over(k, later) == "b"
+    behind = {"a": (2, {}), "b": (2, {"advertise": "b:1", "applied": {str(k): 10}})}
+    view.saw(behind, owned(a=k), now=later)
+    assert view.should_hand_over(k, later, last) is None  # its copy is still rebuilding
+    close = last - HANDOVER_BEHIND
+    caught_up = {"a": (3, {}), "b": (3, {"advertise": "b:1", "applied": {str(k): close}})}
+    view.saw(caught_up, owned(a=k), now=later + 1)
+    assert view.should_hand_over(k, later + 1, last) == "b"
 
 
-def test_the_standby_is_the_first_node_that_does_not_own_the_partition() -> None:
+def test_the_standby_is_the_first_node_in_order_that_does_not_own_the_partition() -> None:
     live = ["a", "b", "c"]
     for k, ranked in enumerate(assignment(live, P)):
         view = View(ranked[1], LEASE_S, P)
         view.saw(nodes(*live), owned(**{ranked[0]: k}), now=0.0)
         assert view.standby(k, 0.0) == ranked[1]
-        view.saw(nodes(*live), owned(2, **{ranked[1]: k}), now=1.0)  # the second owns it
-        assert view.standby(k, 1.0) == ranked[0]
+        view.saw(nodes(*live), owned(2, **{ranked[1]: k}), now=1.0)  # another owns it
+        assert view.standby(k, 1.0) == next(n for n in order(live, k) if n != ranked[1])
+
+
+def test_a_node_that_joins_takes_its_share_and_nothing_else_moves() -> None:
+    two = {k: r[0] for k, r in enumerate(assignment(["a", "b"], P))}
+    three = {k: r[0] for k, r in enumerate(assignment(["a", "b", "c"], P, two))}
+    moved = {k for k in range(P) if three[k] != two[k]}
+    assert len(moved) == 2
+    assert {three[k] for k in moved} == {"c"}
+    assert {two[k] for k in moved} == {"a", "b"}  # one from each
+    # and one that leaves: only its partitions move
+    left = {k: n for k, n in three.items() if n != "b"}
+    after = {k: r[0] for k, r in enumerate(assignment(["a", "c"], P, left))}
+    assert {k for k in range(P) if after[k] != three[k]} == {k for k in range(P) if three[k] == "b"}
 
 
 def test_stored_values_that_are_not_ours_are_ignored() -> None:

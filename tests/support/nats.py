@@ -368,6 +368,34 @@ def last_seq(urls: str, partition: int) -> int:
     return run_client(urls, read)
 
 
+@dataclass(frozen=True)
+class Reader:
+    """A consumer of a changelog subject (a standby's): when it was created, and the stream
+    seq of the last record delivered to it."""
+
+    partition: int
+    created: float  # unix seconds
+    delivered_seq: int
+
+
+def readers(urls: str) -> list[Reader]:
+    """Every consumer of the changelog stream that reads one partition's subject."""
+    prefix = "rocktimer.changelog."
+
+    async def read(js: JetStreamContext) -> list[Reader]:
+        found = []
+        for info in await js.consumers_info(CHANGELOG_STREAM):
+            subject = info.config.filter_subject or ""
+            if not subject.startswith(prefix) or not subject[len(prefix) :].isdigit():
+                continue
+            delivered = info.delivered.stream_seq if info.delivered else 0
+            created = info.created.timestamp() if info.created else 0.0
+            found.append(Reader(int(subject[len(prefix) :]), created, delivered))
+        return found
+
+    return run_client(urls, read)
+
+
 def stream_peers(urls: str, stream: str) -> tuple[int, str | None, dict[str, bool]]:
     """(configured replicas, the leader's server name, each other peer -> current) of a
     stream: where its copies are and which followers have caught up."""
