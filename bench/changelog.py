@@ -17,6 +17,7 @@ restored from a snapshot (app/cluster/replica/snapshot.py), in alternating round
     python -m bench.changelog                 # ROUNDS rounds
     python -m bench.changelog --rounds 3 --window 0.5
     python -m bench.changelog --rebuild 50 --rounds 3
+    python -m bench.changelog --rebuild 50 --rounds 3 --churn   # delivered and swept
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import os
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from app.cluster.replica import Bus, Replica, snapshot
@@ -46,6 +47,7 @@ BATCH = 1000
 BODY_BYTES = 100  # random: as little compressible as real payloads
 FAR_MS = 4_000_000_000_000  # never due during the bench
 LEASE_MS = 4000
+CHURN_RETENTION_MS = 500  # --churn: delivered messages swept this soon
 
 
 @dataclass(slots=True)
@@ -119,10 +121,15 @@ async def _batches(side: Side, window_s: float, tag: str) -> Window:
     return out
 
 
-def _owner(root: Path, name: str, urls: str | None) -> Side:
+def _owner(root: Path, name: str, urls: str | None, churn: bool = False) -> Side:
     path = str(root / name / "p0")
+    config = EngineConfig(data_dir=path, events_seal_process=False)
+    if churn:
+        config = replace(
+            config, retention_ms=CHURN_RETENTION_MS, sweep_interval_ms=CHURN_RETENTION_MS
+        )
     if urls is None:
-        engine = Engine(EngineConfig(data_dir=path, events_seal_process=False))
+        engine = Engine(config)
         engine.start()
         return Side(name, engine)
     bus = Bus.start(urls.split(","), replicas=3, lease_ms=LEASE_MS)
@@ -130,7 +137,7 @@ def _owner(root: Path, name: str, urls: str | None) -> Side:
         bus, 0, path, node_id=name, advertise="127.0.0.1:1", on_deposed=lambda k: None
     )
     changelog = replica.take_over()
-    engine = Engine(EngineConfig(data_dir=path, events_seal_process=False), changelog=changelog)
+    engine = Engine(config, changelog=changelog)
     engine.start()
     return Side(name, engine, replica, bus)
 
@@ -168,9 +175,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--window", type=float, default=WINDOW_S)
     parser.add_argument("--rebuild", type=int, default=0, metavar="N")
+    parser.add_argument("--churn", action="store_true", help="rebuild: messages delivered")
     args = parser.parse_args()
     if args.rebuild:
-        rebuild(args.rebuild, args.rounds)
+        rebuild(args.rebuild, args.rounds, args.churn)
         return
     with tempfile.TemporaryDirectory(prefix="rt-changelog-") as tmp:
         root = Path(tmp)
@@ -207,18 +215,47 @@ def _du(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def rebuild(batches: int, rounds: int) -> None:
+async def _churn(engine: Engine, batch: int, tag: str) -> None:
+    """Messages due now, delivered, received and acked: history the copy does not keep
+    (the sweeper drops delivered messages after CHURN_RETENTION_MS)."""
+    now = int(time.time() * 1000)
+    await engine.send_batch(
+        [
+            MessageRecord(
+                topic="bench",
+                msg_id=f"{tag}{n}",
+                deliver_at_ms=now,
+                created_at_ms=0,
+                body=os.urandom(BODY_BYTES),
+            )
+            for n in range(batch)
+        ]
+    )
+    got = 0
+    deadline = time.monotonic() + 60
+    while got < batch and time.monotonic() < deadline:
+        received = await engine.receive("bench", "work", 1000, 1000, 30_000)
+        await engine.ack("bench", "work", [r.receipt for r in received])
+        got += len(received)
+
+
+def rebuild(batches: int, rounds: int, churn: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="rt-rebuild-") as tmp:
         root = Path(tmp)
         with NatsCluster(root / "nats") as cluster:
-            owner = _owner(root, "owner", cluster.urls)
+            owner = _owner(root, "owner", cluster.urls, churn)
             assert owner.bus is not None
             assert owner.replica is not None
             bus = owner.bus
 
             async def fill() -> None:
                 for i in range(batches):
-                    await owner.engine.send_batch([_record(n, f"f{i}-") for n in range(BATCH)])
+                    if churn:
+                        await _churn(owner.engine, BATCH, f"c{i}-")
+                    else:
+                        await owner.engine.send_batch([_record(n, f"f{i}-") for n in range(BATCH)])
+                if churn:  # the sweeper's passes over what was delivered
+                    await asyncio.sleep(4 * CHURN_RETENTION_MS / 1000)
 
             try:
                 asyncio.run(fill())
@@ -252,9 +289,10 @@ def rebuild(batches: int, rounds: int) -> None:
                 size = _du(root / "first")
                 messages = batches * BATCH
                 rp, rs = statistics.median(replay), statistics.median(restore)
+                what = "sent, delivered, acked and swept" if churn else "pending"
                 print(
-                    f"rebuild of {messages} messages ({records} records, copy {size / 1e6:.1f} MB),"
-                    f" median of {rounds} rounds:"
+                    f"rebuild after {messages} messages {what} ({records} records,"
+                    f" copy {size / 1e6:.1f} MB), median of {rounds} rounds:"
                 )
                 print(
                     f"  from the stream:   {rp:6.2f} s  {records / rp:8.0f} records/s"

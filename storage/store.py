@@ -155,7 +155,9 @@ class RocksStore:
         """A random 32-byte secret kept in meta under ``key``: made (synced) on first use,
         the same across restarts, read once per process. Written here, not through a
         batch: so read only here, never by an op (the writer keeps the meta values its
-        batches read, storage/txn.py, and would not see this write)."""
+        batches read, storage/txn.py, and would not see this write). A replicated partition
+        (cluster mode) never makes one here: its copy gets the secret with the partition's
+        first fence record, the same on every node (app/cluster/replica/, workers/engine.py)."""
         cached = self._secrets.get(key)
         if cached is not None:
             return cached

@@ -14,7 +14,7 @@ from functools import partial
 from typing import cast
 
 from storage import keys
-from storage.errors import PushedGroup, RocktimerError
+from storage.errors import PushedGroup, RocktimerError, StorageError
 from storage.records import DeadLetter, MessageRecord
 from storage.store import CF, RocksStore
 from storage.txn import Txn
@@ -96,6 +96,11 @@ class Engine:
         self.config = config
         self.clock = clock or RealClock()
         self.store = RocksStore(config.data_dir, memory_share=memory_share)
+        if changelog is not None and self.store.get(CF.META, keys.RECEIPT_SECRET_KEY) is None:
+            # A replicated copy gets it from its partition's first fence (every node's copy
+            # the same): one made here would be this node's alone.
+            self.store.close()
+            raise StorageError(f"the partition copy at {config.data_dir} has no receipt secret")
         self.store.secret(keys.RECEIPT_SECRET_KEY)  # made now, before any worker runs
         self.long_polls = LongPolls()
         self.streams = Streams()

@@ -2,7 +2,9 @@
 
 Requests queue up as ops (a function of a Txn). The writer takes every op waiting, runs
 each against one Txn and writes the Txn as one WriteBatch; ops that need no fsync are
-answered then, durable ones once the Syncer has fsynced the WAL behind it. Checks that
+answered then, durable ones once the Syncer has fsynced the WAL behind it (and, for a
+replicated partition in cluster mode, once the Changelog has the batch acknowledged: every
+batch is appended to it, and none is written once it refuses). Checks that
 must see the latest state (duplicate msg_id, cancelled, receipt valid) run inside the
 ops, here. Batches are written one at a time under a lock: by the writer thread, or, for
 an op submitted ``inline`` while the writer thread is idle, by the submitting thread, which
@@ -91,6 +93,9 @@ class Changelog(Protocol):
     """Where a replicated partition's commits go besides its own store (cluster mode,
     app/cluster/replica/). Every batch written is appended, in commit order; a durable
     op is answered once the record holding its batch is acknowledged, as well as fsynced."""
+
+    records: int  # records appended so far (/metrics)
+    append_seconds: Histogram  # each record's publish to its ack (/metrics)
 
     def refusal(self) -> Exception | None:
         """Why no batch may be written now (this node no longer owns the partition), or
@@ -762,20 +767,24 @@ class Syncer(_Loop):
                 log.error("WAL sync of %d batches failed: %s", len(batches), exc)
                 error = exc
         # The changelog appends were sent at commit, so they ran during the fsync.
+        deadline = time.monotonic() + CHANGELOG_WAIT_S  # one bound for all of them
         for results, appended in batches:
-            failed = error if error is not None else _replicated(appended)
+            failed = error if error is not None else _replicated(appended, deadline)
             _complete(results if failed is None else [(op, False, failed) for op, _, _ in results])
 
 
 _Synced = tuple[list[tuple[_Op, bool, Any]], "concurrent.futures.Future[int] | None"]
 
 
-def _replicated(appended: concurrent.futures.Future[int] | None) -> Exception | None:
-    """None once the changelog record acknowledged (or there is no changelog), else why not."""
+def _replicated(
+    appended: concurrent.futures.Future[int] | None, deadline: float
+) -> Exception | None:
+    """None once the changelog record acknowledged (or there is no changelog), else why not
+    (waiting until the monotonic ``deadline`` at most)."""
     if appended is None:
         return None
     try:
-        appended.result(timeout=CHANGELOG_WAIT_S)
+        appended.result(timeout=max(0.0, deadline - time.monotonic()))
     except concurrent.futures.TimeoutError:
         log.error("no changelog ack within %.0f s", CHANGELOG_WAIT_S)
         return PartitionUnavailable(CHANGELOG_LOST)

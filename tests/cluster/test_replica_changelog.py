@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.cluster.replica import Bus, Replica
-from storage.errors import PartitionUnavailable
-from storage.store import CF, RocksStore
+from app.metrics import RequestTimes, registry_for
+from app.push.pusher import Pusher
+from storage.errors import PartitionUnavailable, StorageError
+from storage.keys import RECEIPT_SECRET_KEY
+from storage.store import CF, Delete, RocksStore
 from storage.txn import Txn
 from tests.cluster.replica_support import (
     TOPIC,
@@ -210,3 +216,66 @@ def test_replica_a_quick_reply_is_not_given_once_the_lease_ran_out_during_its_ba
 
     with pytest.raises(PartitionUnavailable, match="is not served right now"):
         loop.run(submit())
+
+
+def test_replica_a_node_with_a_longer_lease_keeps_the_buckets(bus: Bus, nats: NatsCluster) -> None:
+    """The owners' bucket expires leases after the TTL it was made with: a node set to a
+    longer lease would otherwise serve past the moment another node may take over."""
+    other = Bus.start(nats.urls.split(","), replicas=3, lease_ms=4 * LEASE_MS)
+    try:
+        assert other.lease_ms == LEASE_MS
+    finally:
+        other.close()
+
+
+def test_replica_an_engine_never_makes_a_receipt_secret_of_its_own(nodes: list[Node]) -> None:
+    """The secret comes with the partition's first fence, the same on every copy."""
+    a, _ = nodes
+    changelog = take_over(a.replica, 20.0)
+    copy = RocksStore(a.path)
+    try:
+        assert copy.get(CF.META, RECEIPT_SECRET_KEY) is not None
+        copy.write([Delete(CF.META, RECEIPT_SECRET_KEY)], sync=True)
+    finally:
+        copy.close()
+    with pytest.raises(StorageError, match="no receipt secret"):
+        Engine(engine_config(a.path), changelog=changelog)
+
+
+def test_replica_an_owner_serves_again_after_nats_was_gone_longer_than_its_lease(
+    nodes: list[Node], loop: Loop, nats: NatsCluster
+) -> None:
+    """Its lease lapses while no server answers (it refuses meanwhile); nobody else took
+    the partition, so once NATS is back it takes the lease again and goes on."""
+    a, _ = nodes
+    engine = a.own()
+    loop.run(engine.send(record("before")))
+    changelog = a.replica.changelog
+    assert changelog is not None
+    for server in nats.servers:
+        server.pause()
+    try:
+        wait_until(lambda: not changelog.lease.valid, what="the lease to lapse")
+        assert not a.replica.serving
+        time.sleep(2 * LEASE_MS / 1000)  # the key expires on the servers meanwhile
+    finally:
+        for server in nats.servers:
+            server.resume()
+    wait_until(lambda: a.replica.serving, 30.0, "the lease taken again")
+    loop.run(engine.send(record("after")))
+    assert changelog.deposed is None
+    assert has(engine, "after")
+
+
+def test_replica_metrics_show_the_changelog(nodes: list[Node], loop: Loop) -> None:
+    a, _ = nodes
+    engine = a.own()
+    loop.run(engine.send(record("m")))
+    registry = registry_for(engine, RequestTimes(), Pusher(engine, frozenset()))  # as /metrics
+    samples = {
+        s.name: s.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in family.samples
+    }
+    assert samples["rocktimer_changelog_records_total"] >= 1
+    assert samples["rocktimer_changelog_append_seconds_count"] >= 1

@@ -4,6 +4,7 @@ them; a node that joins starts from the snapshot, and a copy that missed purged 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,3 +109,38 @@ def test_replica_rebuilds_from_a_snapshot_and_the_records_after_it(
             stop_within(engine)
         for replica in replicas.values():
             replica.close()
+
+
+def test_replica_a_snapshot_is_due_after_as_many_bytes_as_the_last_one(
+    bus: Bus, tmp_path: Path, loop: Loop
+) -> None:
+    """Few records of large commits also make a snapshot due: the bytes to replay after one
+    stay about the snapshot's own size."""
+    owner, standby = (
+        Replica(
+            bus,
+            K,
+            str(tmp_path / name / f"p{K}"),
+            node_id=name,
+            advertise="127.0.0.1:1",
+            on_deposed=lambda k: None,
+            snapshot_every=10**9,  # never by count
+            snapshot_min_bytes=200_000,
+        )
+        for name in ("a", "b")
+    )
+    engine: Engine | None = None
+    try:
+        standby.follow()
+        engine = Engine(engine_config(owner.path), changelog=take_over(owner, 20.0))
+        engine.start()
+        for i in range(8):  # 8 records of ~100 kB
+            loop.run(engine.send(record(f"big{i}", body=os.urandom(100_000))))
+        assert standby.standby is not None
+        wait_until(lambda: standby.standby is not None and standby.standby.snapshots >= 1)
+        assert standby.standby.snapshot_bytes > 0
+    finally:
+        if engine is not None:
+            stop_within(engine)
+        owner.close()
+        standby.close()

@@ -156,11 +156,24 @@ class Bus:
             )
         lease_s = self.lease_ms / 1000
         try:
-            self._owners = await self._js.key_value(OWNERS_BUCKET)
+            owners = await self._js.key_value(OWNERS_BUCKET)
         except nats.js.errors.BucketNotFoundError:
-            self._owners = await self._js.create_key_value(
+            owners = await self._js.create_key_value(
                 KeyValueConfig(bucket=OWNERS_BUCKET, ttl=lease_s, replicas=self.replicas, history=1)
             )
+        ttl = (await owners.status()).ttl
+        if ttl and ttl * 1000 < self.lease_ms:
+            # The bucket (made by the first node) expires leases sooner than this node's
+            # setting: an owner must stop before the servers let another node take over.
+            log.warning(
+                "the owners' bucket expires leases after %.0f ms, not ROCKTIMER_LEASE_MS=%d: "
+                "using %.0f ms",
+                ttl * 1000,
+                self.lease_ms,
+                ttl * 1000,
+            )
+            self.lease_ms = int(ttl * 1000)
+        self._owners = owners
 
     async def _disconnected(self) -> None:
         if not self._closing:

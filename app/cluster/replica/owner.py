@@ -148,18 +148,27 @@ class Lease:
         return lease
 
     async def _renew_forever(self) -> None:
+        """Renew every lease/4 until lost or released. Nothing ends this loop but that:
+        whatever a renewal or a retake raises (NATS electing a leader, unreachable), the
+        deadline runs on and the next tick tries again."""
+        failures = 0
         while self.lost is None:
             await asyncio.sleep(self.lease_s / 4)
             sent = time.monotonic()
             try:
-                self.revision = await self.bus.owners.update(
-                    self.key, self.value, last=self.revision
-                )
-                self.deadline = sent + self.lease_s
-            except nats.js.errors.KeyWrongLastSequenceError:
-                await self._retake(sent)
-            except Exception as exc:  # NATS unreachable: the deadline runs on
-                log.warning("lease of p%d not renewed: %s", self.k, exc or type(exc))
+                await self._renew(sent)
+                failures = 0
+            except Exception as exc:
+                if failures % LOG_EVERY == 0:
+                    log.warning("lease of p%d not renewed: %s", self.k, exc or type(exc))
+                failures += 1
+
+    async def _renew(self, sent: float) -> None:
+        try:
+            self.revision = await self.bus.owners.update(self.key, self.value, last=self.revision)
+            self.deadline = sent + self.lease_s
+        except nats.js.errors.KeyWrongLastSequenceError:
+            await self._retake(sent)
 
     async def _retake(self, sent: float) -> None:
         """The key changed under us: another node holds it (lost), or it expired."""
@@ -169,7 +178,8 @@ class Lease:
             # expired (or released): nobody holds it
             entry = None
         if entry is not None:
-            if entry.value == self.value and entry.revision is not None:  # our renewal landed
+            if _token(entry.value) == _token(self.value) and entry.revision is not None:
+                # our own renewal landed (its ack was lost)
                 self.revision = entry.revision
                 self.deadline = sent + self.lease_s
             else:
@@ -343,5 +353,17 @@ class Changelog:
             self.bus.call(self.lease.release(), API_TIMEOUT_S * 2)
 
 
-def owner_value(node: str, advertise: str, epoch: int) -> bytes:
-    return json.dumps({"node": node, "advertise": advertise, "epoch": epoch}).encode()
+def owner_value(node: str, advertise: str, epoch: int, token: str) -> bytes:
+    """A lease's value: who owns the partition, where it answers, under which epoch, and
+    the token of this one lease (another lease of the same node is not this one)."""
+    return json.dumps(
+        {"node": node, "advertise": advertise, "epoch": epoch, "token": token}
+    ).encode()
+
+
+def _token(value: bytes | None) -> str | None:
+    try:
+        token = json.loads(value or b"{}").get("token")
+    except (ValueError, AttributeError):
+        return None
+    return token if isinstance(token, str) else None

@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import time
+import uuid
 from collections.abc import Callable
 
 from app.cluster.replica.bus import API_TIMEOUT_S, Bus
@@ -30,7 +31,7 @@ from app.cluster.replica.owner import (
     owner_value,
     publish,
 )
-from app.cluster.replica.snapshot import SNAPSHOT_RECORDS, restore
+from app.cluster.replica.snapshot import SNAPSHOT_MIN_BYTES, SNAPSHOT_RECORDS, restore
 from app.cluster.replica.standby import Standby
 from storage import keys
 from storage.keys import OWNED_MARK_KEY
@@ -57,8 +58,10 @@ class Replica:
         on_deposed: Callable[[int], None],
         memory_share: int = 1,
         snapshot_every: int = SNAPSHOT_RECORDS,
+        snapshot_min_bytes: int = SNAPSHOT_MIN_BYTES,
     ) -> None:
-        """``snapshot_every``: records a standby applies between two snapshots."""
+        """``snapshot_every``, ``snapshot_min_bytes``: when a standby stores a snapshot
+        (snapshot.py)."""
         self.bus = bus
         self.k = k
         self.path = path
@@ -67,6 +70,7 @@ class Replica:
         self.on_deposed = on_deposed
         self.memory_share = memory_share
         self.snapshot_every = snapshot_every
+        self.snapshot_min_bytes = snapshot_min_bytes
         self.role = "idle"
         self.standby: Standby | None = None
         self.changelog: Changelog | None = None
@@ -106,6 +110,7 @@ class Replica:
             self.path,
             memory_share=self.memory_share,
             snapshot_every=self.snapshot_every,
+            snapshot_min_bytes=self.snapshot_min_bytes,
         )
 
     def take_over(self, timeout_s: float = TAKE_OVER_S) -> Changelog:
@@ -115,15 +120,16 @@ class Replica:
         standby = self.standby
         assert standby is not None
         give_up_at = time.monotonic() + timeout_s
-        epoch = standby.epoch + 1
-        value = owner_value(self.node_id, self.advertise, epoch)
+        epoch = standby.epoch + 1  # known better once caught up (_fence)
+        token = uuid.uuid4().hex
+        value = owner_value(self.node_id, self.advertise, epoch, token)
         lease = self.bus.call(
             Lease.acquire(self.bus, self.k, value, timeout_s), timeout_s + API_TIMEOUT_S * 2
         )
         if lease is None:
             raise LeaseHeld(self._holder())
         try:
-            fence_seq = self._fence(standby, lease, epoch, give_up_at)
+            fence_seq, epoch = self._fence(standby, lease, token, give_up_at)
             if not standby.wait_applied(fence_seq, max(0.0, give_up_at - time.monotonic())):
                 raise TimeoutError(f"p{self.k}: the copy did not reach the fence in time")
             # Not through the changelog on purpose: this copy only, see the module's doc.
@@ -154,8 +160,11 @@ class Replica:
         )
         return self.changelog
 
-    def _fence(self, standby: Standby, lease: Lease, epoch: int, give_up_at: float) -> int:
-        """Catch up and append the fence record; its seq."""
+    def _fence(
+        self, standby: Standby, lease: Lease, token: str, give_up_at: float
+    ) -> tuple[int, int]:
+        """Catch up and append the fence record; its seq and epoch (one more than the last
+        fence's: the lease's value says so from its next renewal)."""
         attempt = 0
         while True:
             if not lease.valid or time.monotonic() > give_up_at:
@@ -168,6 +177,8 @@ class Replica:
                 continue
             if not standby.wait_applied(target, max(0.0, give_up_at - time.monotonic())):
                 continue
+            epoch = standby.epoch + 1
+            lease.value = owner_value(self.node_id, self.advertise, epoch, token)
             writes: Staged = {}
             if not standby.has_secret:  # the partition's first owner: every copy gets it
                 writes[CF.META] = {keys.RECEIPT_SECRET_KEY: os.urandom(SECRET_BYTES)}
@@ -186,7 +197,7 @@ class Replica:
                 max(1.0, give_up_at - time.monotonic()),
             )
             if seq is not None:
-                return seq
+                return seq, epoch
 
     def _holder(self) -> str:
         async def get() -> str:

@@ -1,12 +1,15 @@
 """Snapshots: what keeps a partition's rebuild bounded.
 
 The changelog subject would grow for ever, and a node that joins would replay all of it.
-So a standby, every SNAPSHOT_RECORDS records it applied, takes a RocksDB checkpoint of its
-copy (a consistent point: the copy holds exactly the records up to its applied seq S),
+So a standby, once it has applied SNAPSHOT_RECORDS records, or records of as many bytes as
+its last snapshot had (SNAPSHOT_MIN_BYTES at least), since its last snapshot, takes a RocksDB
+checkpoint of its copy (a consistent point: the copy holds exactly the records up to S),
 packs it as a tar and puts it in the JetStream object store ``rocktimer_snapshots`` under
 ``p<k>`` (replicated like the stream), then purges the subject below S (record S itself
 stays: the owner's next append expects it as the subject's last). A rebuild therefore
-reads one snapshot and at most SNAPSHOT_RECORDS records plus what came since.
+reads one snapshot and, after it, at most SNAPSHOT_RECORDS records and about as many bytes
+of records as the snapshot itself (plus what came during the rebuild): bounded by the live
+data, not by the history; and a snapshot costs in proportion to the writes since the last.
 
 Every record names the seq of the record before it (header ``Rocktimer-Prev``: the
 expected last seq it was appended with), so a standby that finds a gap (records purged
@@ -31,7 +34,8 @@ from storage.store import RocksStore
 
 log = logging.getLogger("rocktimer.cluster")
 
-SNAPSHOT_RECORDS = 100_000  # records applied between two snapshots of a partition
+SNAPSHOT_RECORDS = 100_000  # records applied between two snapshots of a partition, at most
+SNAPSHOT_MIN_BYTES = 256 * 1024 * 1024  # or bytes of records, when the copy is smaller
 TRANSFER_TIMEOUT_S = 600.0  # one snapshot's upload or download
 SEQ_PREFIX = "changelog-seq="  # the object's description: the seq the snapshot holds up to
 
@@ -56,10 +60,12 @@ def pack(checkpoint: str, seq: int, work_dir: str) -> str:
     return tar_path
 
 
-async def put(bus: Bus, k: int, checkpoint: str, seq: int, work_dir: str) -> None:
-    """Pack a checkpoint holding the changelog up to ``seq`` and store it (``upload``)."""
+async def put(bus: Bus, k: int, checkpoint: str, seq: int, work_dir: str) -> int:
+    """Pack a checkpoint holding the changelog up to ``seq`` and store it (``upload``);
+    its size in bytes."""
     tar_path = await asyncio.to_thread(pack, checkpoint, seq, work_dir)
     await upload(bus, k, tar_path, seq)
+    return os.path.getsize(tar_path)
 
 
 async def upload(bus: Bus, k: int, tar_path: str, seq: int) -> None:
@@ -113,9 +119,23 @@ def restore(bus: Bus, k: int, path: str) -> int:
         bus.call(_download(bus, k, tar_path), TRANSFER_TIMEOUT_S)
         unpacked = os.path.join(work, "db")
         with tarfile.open(tar_path) as tar:
-            tar.extractall(unpacked, filter="data")
+            _extract(tar, unpacked)
         if os.path.exists(path):
             shutil.rmtree(path)
         os.rename(unpacked, path)
     log.info("p%d: restored from the snapshot at changelog seq %d", k, seq)
     return seq
+
+
+def _extract(tar: tarfile.TarFile, into: str) -> None:
+    """Regular files and directories only, inside ``into``: a snapshot is data, whatever
+    the object store hands back (tarfile's "data" filter as well, where Python has it)."""
+    root = os.path.realpath(into)
+    for member in tar.getmembers():
+        target = os.path.realpath(os.path.join(into, member.name))
+        if not (member.isfile() or member.isdir()) or os.path.commonpath([root, target]) != root:
+            raise tarfile.TarError(f"unexpected member in a snapshot: {member.name!r}")
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(into, filter="data")
+    else:  # Python before 3.11.4: the members were checked above
+        tar.extractall(into)

@@ -4,8 +4,9 @@ It reads ``rocktimer.changelog.<k>`` with an ordered consumer from the seq after
 its copy holds, and writes each run of records that arrived together as one WriteBatch
 (``RocksStore.write_commits``), with the seq applied in that same batch: a crash keeps both
 or neither, and the next start reads on from there. An empty copy is rebuilt from the
-stream (from the latest snapshot, if there is one: snapshot.py). Every SNAPSHOT_RECORDS
-records applied it stores a snapshot of its copy and purges the records below it; if it
+stream (from the latest snapshot, if there is one: snapshot.py). Every so many records
+applied (snapshot.py says when) it stores a snapshot of its copy and purges the records
+below it; if it
 finds records missing before the next one (purged while it was away), it restores the
 snapshot and reads on from there.
 """
@@ -36,7 +37,13 @@ from app.cluster.replica.codec import (
     decode_fence,
 )
 from app.cluster.replica.owner import PREV_HEADER
-from app.cluster.replica.snapshot import SNAPSHOT_RECORDS, put, restore, take
+from app.cluster.replica.snapshot import (
+    SNAPSHOT_MIN_BYTES,
+    SNAPSHOT_RECORDS,
+    put,
+    restore,
+    take,
+)
 from storage import keys
 from storage.errors import CorruptRecordError
 from storage.keys import CHANGELOG_EPOCH_KEY, CHANGELOG_SEQ_KEY, OWNED_MARK_KEY, read_u64, u64
@@ -66,19 +73,23 @@ class Standby:
         *,
         memory_share: int = 1,
         snapshot_every: int = SNAPSHOT_RECORDS,
+        snapshot_min_bytes: int = SNAPSHOT_MIN_BYTES,
     ) -> None:
         self.bus = bus
         self.k = k
         self.path = path
         self.memory_share = memory_share
         self.snapshot_every = snapshot_every
+        self.snapshot_min_bytes = snapshot_min_bytes
         self._open()
         self.records_applied = 0
         self.closed = False
         self.snapshots = 0
         self.restores = 0
         self._since_snapshot = 0
-        self._uploading: concurrent.futures.Future[None] | None = None
+        self._bytes_since_snapshot = 0
+        self.snapshot_bytes = 0  # the size of the last snapshot stored from here
+        self._uploading: concurrent.futures.Future[int] | None = None
         self.corrupt = 0
         self.errors = 0
         self._parts: list[bytes] = []  # a P... run waiting for its L
@@ -113,10 +124,11 @@ class Standby:
         the seq after the one applied (a standby that stopped reading is no standby)."""
         while not self._stop.is_set():
             try:
-                await self._read()
-            except Gap as gap:
-                log.warning("standby p%d: %s: restoring the snapshot", self.k, gap)
-                await asyncio.to_thread(self._restore)
+                try:
+                    await self._read()
+                except Gap as gap:
+                    log.warning("standby p%d: %s: restoring the snapshot", self.k, gap)
+                    await asyncio.to_thread(self._restore)
             except Exception as exc:
                 self.errors += 1
                 if self._parts:  # read the unfinished run again
@@ -199,7 +211,11 @@ class Standby:
         if gap is not None:
             raise gap
         self._since_snapshot += len(batch)
-        if self._since_snapshot >= self.snapshot_every and not self._parts:
+        self._bytes_since_snapshot += sum(len(data) for _, _, data in batch)
+        due = self._since_snapshot >= self.snapshot_every or self._bytes_since_snapshot >= max(
+            self.snapshot_min_bytes, self.snapshot_bytes
+        )
+        if due and not self._parts:
             self._snapshot()
 
     def _write(self, commits: list[Commit], last: int, epoch: int) -> None:
@@ -222,7 +238,7 @@ class Standby:
         the background (the reader goes on)."""
         if self._uploading is not None and not self._uploading.done():
             return  # the last one is still on its way: the next batch tries again
-        self._since_snapshot = 0
+        self._since_snapshot = self._bytes_since_snapshot = 0
         work = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(self.path)), prefix=".snap-")
         try:
             checkpoint = take(self.store, work)
@@ -231,26 +247,31 @@ class Standby:
             raise
         self._uploading = self.bus.submit(put(self.bus, self.k, checkpoint, self.applied, work))
 
-        def done(future: concurrent.futures.Future[None]) -> None:
+        def done(future: concurrent.futures.Future[int]) -> None:
             shutil.rmtree(work, ignore_errors=True)
             failed = None if future.cancelled() else future.exception()
             if failed is not None:
                 log.warning("p%d: snapshot not stored (the next one retries): %s", self.k, failed)
             elif not future.cancelled():
+                self.snapshot_bytes = future.result()
                 self.snapshots += 1
 
         self._uploading.add_done_callback(done)
 
     def _restore(self) -> None:
-        """Replace the copy with the stored snapshot (a gap: its records were purged)."""
+        """Replace the copy with the stored snapshot (a gap: its records were purged). If
+        that fails, the copy is left empty (read again from the first record: the gap
+        comes back and the restore is tried again)."""
         self.store.close()
-        shutil.rmtree(self.path)
-        restore(self.bus, self.k, self.path)
-        self._parts.clear()
-        with self._cond:
-            self._open()
+        shutil.rmtree(self.path, ignore_errors=True)
+        try:
+            restore(self.bus, self.k, self.path)
             self.restores += 1
-            self._cond.notify_all()
+        finally:
+            self._parts.clear()
+            with self._cond:
+                self._open()
+                self._cond.notify_all()
 
     def stop(self) -> None:
         """Stop reading (the store stays open)."""
