@@ -23,7 +23,7 @@ $(VENV)/.test-stamp: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@ $(VENV)/.run-stamp
 
-run: $(VENV)/.run-stamp  ## start the service on 127.0.0.1:8080, data under ./data
+run: $(VENV)/.run-stamp  ## start the service on 127.0.0.1:8080, data under ./data, one worker per core
 	$(PY) -m app
 
 test: $(VENV)/.test-stamp chromium fuse3 redis  ## the whole suite: unit, engine, end to end over real HTTP

@@ -141,16 +141,23 @@ def open_engine(
         fail(f"cannot use the data dir {data_dir}: {exc.strerror or exc}", EXIT_CANNOT_START)
 
 
-def resolve_layout(settings: Settings) -> Layout:
-    """The data dir's partitions and the worker processes to run, or one line and exit 2."""
+def resolve_layout(settings: Settings) -> tuple[Layout, str]:
+    """The data dir's partitions and the worker processes to run, and a line to log once
+    the start got past what can stop it (fewer workers than cores); or one line and exit 2."""
     try:
-        return layout.resolve(settings.data_dir, settings.partitions, settings.workers)
+        found, note = layout.resolve(
+            settings.data_dir,
+            settings.partitions,
+            settings.workers,
+            layout.default_workers(settings.port),
+        )
     except layout.LayoutError as exc:
         fail(str(exc), EXIT_BAD_SETTING)
     except OSError as exc:
         fail(
             f"cannot use the data dir {settings.data_dir}: {exc.strerror or exc}", EXIT_CANNOT_START
         )
+    return found, note
 
 
 def listen(settings: Settings) -> socket.socket:
@@ -164,15 +171,19 @@ def listen(settings: Settings) -> socket.socket:
         sock.bind((settings.host, settings.port))
     except OSError as exc:
         sock.close()
-        where = f"{settings.host}:{settings.port}"
-        if exc.errno == errno.EADDRINUSE:
-            fail(
-                f"cannot listen on {where}: another process holds the port (stop it, or set "
-                "ROCKTIMER_PORT to another port)",
-                EXIT_CANNOT_START,
-            )
-        fail(f"cannot listen on {where}: {exc.strerror or exc}", EXIT_CANNOT_START)
+        cannot_listen(settings, exc)
     return sock
+
+
+def cannot_listen(settings: Settings, exc: OSError) -> NoReturn:
+    where = f"{settings.host}:{settings.port}"
+    if exc.errno == errno.EADDRINUSE:
+        fail(
+            f"cannot listen on {where}: another process holds the port (stop it, or set "
+            "ROCKTIMER_PORT to another port)",
+            EXIT_CANNOT_START,
+        )
+    fail(f"cannot listen on {where}: {exc.strerror or exc}", EXIT_CANNOT_START)
 
 
 class Server(uvicorn.Server):
@@ -250,13 +261,16 @@ def main() -> None:
 
         node.run(settings)
         return
-    if (found := resolve_layout(settings)).partitions > 1:
+    found, note = resolve_layout(settings)
+    if found.partitions > 1:
         from app.cluster import supervisor
 
-        supervisor.run(settings, found)
+        supervisor.run(settings, found, note)
         return
     sock = listen(settings)
     engine = open_engine(settings)
+    if note:
+        log.info(note)
     app = create_app(settings, engine=engine)
     tune_gc()
     server = Server(server_config(app, settings), settings, engine)

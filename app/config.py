@@ -20,6 +20,10 @@ ENGINE_DEFAULTS: dict[str, int] = {
     f.name: f.default for f in fields(EngineConfig) if isinstance(f.default, int)
 }
 
+# EngineConfig's fields that are settings: all but the partition, which the cluster sets
+# per engine (app/cluster/worker.py).
+ENGINE_SETTINGS: frozenset[str] = frozenset(f.name for f in fields(EngineConfig)) - {"partition"}
+
 MiB = 1024 * 1024
 TEN_YEARS_MS = 315_576_000_000  # 10 x 365.25 days, api.md's default maximum delay
 # The longest maximum delay a setting may ask for: every time a send or a schedule can
@@ -43,8 +47,9 @@ class Settings(BaseSettings):
     host: str = defaults.HOST
     port: int = Field(defaults.PORT, ge=0, le=65535)
     # Worker processes on the one port, each owning some of the data dir's partitions
-    # (app/cluster/); 1 is one process as the engine was built for.
-    workers: int = Field(1, ge=1, le=256)
+    # (app/cluster/); 1 is one process as the engine was built for; 0: one per core the
+    # process may run on, at most the data dir's partitions (app/cluster/layout.py).
+    workers: int = Field(0, ge=0, le=256)
     # Partitions of a new data dir (then fixed, app/cluster/layout.py); 0: as the data dir
     # records, or one per worker for a new one.
     partitions: int = Field(0, ge=0, le=1_024)
@@ -113,5 +118,6 @@ class Settings(BaseSettings):
 
     @cached_property
     def engine(self) -> EngineConfig:
-        """The engine's part of the settings: every EngineConfig field, by name."""
-        return EngineConfig(**{f.name: getattr(self, f.name) for f in fields(EngineConfig)})
+        """The engine's part of the settings: every EngineConfig field but the
+        partition, by name."""
+        return EngineConfig(**{name: getattr(self, name) for name in ENGINE_SETTINGS})

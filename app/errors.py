@@ -150,12 +150,15 @@ def problem(
     detail: str,
     errors: Sequence[dict[str, Any]] | None = None,
     headers: dict[str, str] | None = None,
+    more: Mapping[str, Any] | None = None,
 ) -> Response:
+    """An RFC 9457 problem document; ``more``: its extension members."""
     body: dict[str, Any] = {
         "type": "about:blank",
         "title": title,
         "status": status,
         "detail": detail,
+        **(more or {}),
     }
     if errors:
         body["errors"] = list(errors)

@@ -61,6 +61,9 @@ class EngineConfig:
     events_retention_ms: int = 7 * 86_400_000  # sealed segments are kept this long
     events_seal_process: bool = True  # seal in a child process (workers/sealer.py), not a thread
     due_backlog_limit_ms: int = 1_000  # deliveries this far behind: sends get 429
+    # The data dir's partition this engine serves (app/cluster/), in each sealed event:
+    # (partition, seq) names an event. Not a setting: the cluster sets it.
+    partition: int = 0
 
 
 ItemOutcome = messages.SendOutcome | Exception
@@ -148,6 +151,7 @@ class Engine:
             retention_ms=config.events_retention_ms,
             behind=self.lag.age_ms,
             in_process=config.events_seal_process,
+            partition=config.partition,
         )
         # Push groups (app/push/pusher.py POSTs their messages), kept as their settings change.
         self.push_groups: dict[tuple[str, str], PushSettings] = views.push_groups(self.store)

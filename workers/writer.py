@@ -94,6 +94,9 @@ class Changelog(Protocol):
     app/cluster/replica/). Every batch written is appended, in commit order; a durable
     op is answered once the record holding its batch is acknowledged, as well as fsynced."""
 
+    records: int  # records appended so far (/metrics)
+    append_seconds: Histogram  # each record's publish to its ack (/metrics)
+
     def refusal(self) -> Exception | None:
         """Why no batch may be written now (this node no longer owns the partition), or
         None. Checked before each batch: a deposed owner writes nothing more."""

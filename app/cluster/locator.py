@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from starlette.types import Scope
 
@@ -24,8 +24,21 @@ from app.cluster.relay import Relay
 from app.front import Service
 
 
+class Peer(NamedTuple):
+    """Another process that answers for some partitions of a gathered request."""
+
+    name: int | str | None  # a worker's index, a node's id; None: no one serves them now
+    partitions: list[int]
+    part: Part | None  # its answer; None when no one serves them now
+
+
 class Locator(Protocol):
     partitions: int
+    label: str  # what a process is called in /readyz and /metrics: "worker" or "node"
+
+    @property
+    def name(self) -> int | str:
+        """This process's name: a worker's index, a node's id."""
 
     def local(self, scope: Scope) -> dict[int, Service] | None:
         """The partitions this process answers ``scope`` from, by their apps; None when it
@@ -35,10 +48,10 @@ class Locator(Protocol):
         """Who answers partition ``k``, not served here: a relay to its owner; None if no
         owner is known or reachable, or ``scope`` was already relayed (503)."""
 
-    def others(self, scope: Scope) -> list[Part | None]:
-        """For a request answered by every partition: one part for each other process
-        serving some of them (each answers for those), and a None for any partition that
-        no one serves now; none for a request that was itself relayed."""
+    def peers(self, scope: Scope) -> list[Peer]:
+        """For a request answered by every partition: each other process serving some of
+        them (each answers for those), and the partitions no one serves now; none for a
+        request that was itself relayed."""
 
     def fallback(self, scope: Scope) -> Part | None:
         """Who answers a request that is no partition's (``/healthz``, the console …)."""
@@ -62,7 +75,8 @@ class Workers:
     ) -> None:
         self.layout = layout
         self.partitions = layout.partitions
-        self.index = index
+        self.label = "worker"
+        self.name = index
         self.apps = apps
         self.first = apps[min(apps)]
         limit = self.first.limit
@@ -77,10 +91,10 @@ class Workers:
             return None
         return relay.forward
 
-    def others(self, scope: Scope) -> list[Part | None]:
+    def peers(self, scope: Scope) -> list[Peer]:
         if internal(scope):
             return []
-        return [relay.forward for relay in self.relays.values()]
+        return [Peer(w, self.layout.owned(w), r.forward) for w, r in self.relays.items()]
 
     def fallback(self, scope: Scope) -> Part:
         return self.first

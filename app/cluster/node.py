@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
@@ -57,7 +58,8 @@ from app.__main__ import (
     tune_gc,
 )
 from app.cluster.gather import Part
-from app.cluster.layout import HASH, Layout
+from app.cluster.layout import HASH, Layout, keep
+from app.cluster.locator import Peer
 from app.cluster.relay import Relay
 from app.cluster.router import Router
 from app.cluster.view import View, decode
@@ -118,7 +120,7 @@ def check(settings: Settings) -> None:
             "(up to 64 of A-Z a-z 0-9 _ -, unique in the cluster)",
             EXIT_BAD_SETTING,
         )
-    if settings.workers != 1:
+    if settings.workers > 1:
         fail(
             f"ROCKTIMER_WORKERS={settings.workers}: a cluster node is one process (run more "
             "nodes instead); leave it unset",
@@ -201,8 +203,11 @@ def run(settings: Settings) -> None:
             fail(f"cannot set up the cluster's records on NATS: {exc}", EXIT_CANNOT_START)
         if isinstance(partitions, str):
             fail(partitions, EXIT_BAD_SETTING)
-        layout = resolve_layout(settings.model_copy(update={"partitions": partitions}))
-        node = Node(settings, layout, bus, nodes_kv, advertise)
+        found, _ = resolve_layout(
+            settings.model_copy(update={"partitions": partitions, "workers": 1})
+        )
+        keep(found)  # the node's data dir records the cluster's P
+        node = Node(settings, found, bus, nodes_kv, advertise)
         router = Router(node, BodyLimit(settings.max_request_bytes))
         server = Server(server_config(router, settings), settings)
         node.server = server
@@ -265,6 +270,8 @@ class Node:
         self.bus = bus
         self.nodes_kv = nodes_kv
         self.me = settings.node_id
+        self.label = "node"
+        self.name = self.me
         self.advertise = advertise
         self.lease_s = settings.lease_ms / 1000
         self.view = View(self.me, self.lease_s, layout.partitions)
@@ -336,26 +343,28 @@ class Node:
             return None
         return self._hop(advertise, node, k)
 
-    def others(self, scope: Scope) -> list[Part | None]:
+    def peers(self, scope: Scope) -> list[Peer]:
         if self.forwarded(scope):
             return []
         now = time.monotonic()
         here = self.apps()
         by_node: dict[str, list[int]] = {}
         where: dict[str, str] = {}
-        parts: list[Part | None] = []
+        nobody: list[int] = []
         for k in range(self.partitions):
             if k in here:
                 continue
             node, advertise = self.view.owner_node(k, now), self.view.advertise(k, now)
             if node is None or node == self.me or advertise is None:
-                parts.append(None)  # no one serves it now: no merge without it
+                nobody.append(k)  # no one serves it now: no merge without it
                 continue
             by_node.setdefault(node, []).append(k)
             where[node] = advertise
-        for node, ks in by_node.items():
-            parts.append(self._hop(where[node], node, None, ",".join(map(str, ks))))
-        return parts
+        peers = [
+            Peer(node, ks, self._hop(where[node], node, None, ",".join(map(str, ks))))
+            for node, ks in sorted(by_node.items())
+        ]
+        return [*peers, Peer(None, nobody, None)] if nobody else peers
 
     def fallback(self, scope: Scope) -> Part | None:
         here = self.apps()
@@ -582,7 +591,8 @@ class Node:
     async def _serve(self, k: int, changelog: Changelog) -> Owned:
         """``k``'s engine opened on the copy just taken over, its app started."""
         part = partition_settings(self.settings, self.layout, k)
-        engine = await asyncio.to_thread(open_engine, part, part.engine, self.partitions, changelog)
+        config = dataclasses.replace(part.engine, partition=k)  # in its sealed events
+        engine = await asyncio.to_thread(open_engine, part, config, self.partitions, changelog)
         app = create_app(part, engine=engine)
         started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         stop = asyncio.Event()

@@ -22,10 +22,10 @@ import time
 import traceback
 from types import FrameType
 
-from app.__main__ import EXIT_BAD_SETTING, GRACEFUL_SHUTDOWN_S, fail
+from app.__main__ import EXIT_BAD_SETTING, EXIT_CANNOT_START, GRACEFUL_SHUTDOWN_S, fail
 from app.cluster import worker
-from app.cluster.layout import Layout
-from app.cluster.worker import check_socket_paths, die_with_parent
+from app.cluster.layout import Layout, keep
+from app.cluster.worker import check_socket_paths, die_with_parent, public_socket
 from app.config import Settings
 
 POLL_S = 0.05  # how soon a dead worker is noticed
@@ -89,14 +89,26 @@ class Worker:
         os.waitpid(self.pid, 0)
 
 
-def run(settings: Settings, layout: Layout) -> None:
+def run(settings: Settings, layout: Layout, note: str = "") -> None:
+    """Serve ``layout`` until SIGTERM; ``note``: a line to log once the start is sure
+    (app/cluster/layout.py's reason for fewer workers than cores)."""
     if settings.port == 0:
         fail(
-            f"ROCKTIMER_WORKERS={layout.workers} serves one port from every worker: set "
-            "ROCKTIMER_PORT to a port, not 0",
+            f"the data dir {layout.data_dir} has {layout.partitions} partitions, served by "
+            "worker processes that share one port: set ROCKTIMER_PORT to a port, not 0",
             EXIT_BAD_SETTING,
         )
     check_socket_paths(layout)
+    # A port another process holds is one line and exit 1 before anything is written (the
+    # workers' SO_REUSEPORT binds would fail one by one, each restarted); a former
+    # worker of this data dir, still stopping, shares it.
+    public_socket(settings, backlog=0).close()
+    try:
+        keep(layout)
+    except OSError as exc:
+        fail(f"cannot use the data dir {layout.data_dir}: {exc.strerror or exc}", EXIT_CANNOT_START)
+    if note:
+        log.info(note)
     stopping = threading.Event()
 
     def stop(signum: int, frame: FrameType | None) -> None:

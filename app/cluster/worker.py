@@ -12,6 +12,7 @@ its partitions.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import logging
 import os
 import signal
@@ -21,6 +22,7 @@ from app.__main__ import (
     EXIT_BAD_SETTING,
     EXIT_WORKER_DIED,
     Server,
+    cannot_listen,
     fail,
     open_engine,
     server_config,
@@ -56,14 +58,24 @@ def check_socket_paths(layout: Layout) -> None:
         )
 
 
-def public_socket(settings: Settings) -> socket.socket:
-    """The public port, shared by every worker (SO_REUSEPORT)."""
-    info = socket.getaddrinfo(settings.host, settings.port, type=socket.SOCK_STREAM)[0]
-    sock = socket.socket(info[0], socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind(info[4])
-    sock.listen(BACKLOG)
+def public_socket(settings: Settings, backlog: int = BACKLOG) -> socket.socket:
+    """The public port, shared by every worker (SO_REUSEPORT), or one line and exit 1 when
+    another process holds it. ``backlog`` 0: bound, not listening (the supervisor's check
+    before it starts the workers: a socket that does not listen gets no connection)."""
+    try:
+        info = socket.getaddrinfo(settings.host, settings.port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(info[0], socket.SOCK_STREAM)
+    except OSError as exc:
+        cannot_listen(settings, exc)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(info[4])
+        if backlog:
+            sock.listen(backlog)
+    except OSError as exc:
+        sock.close()
+        cannot_listen(settings, exc)
     return sock
 
 
@@ -97,7 +109,8 @@ def run(settings: Settings, layout: Layout, index: int) -> None:
     try:
         for k in owned:
             part = partition_settings(settings, layout, k)
-            engines[k] = open_engine(part, part.engine, share=len(owned))
+            config = dataclasses.replace(part.engine, partition=k)  # in its sealed events
+            engines[k] = open_engine(part, config, share=len(owned))
         apps: dict[int, Service] = {
             k: create_app(partition_settings(settings, layout, k), engine=engine)
             for k, engine in engines.items()

@@ -11,8 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.cluster.replica import Bus, Replica
+from app.metrics import RequestTimes, registry_for
+from app.push.pusher import Pusher
 from storage.errors import PartitionUnavailable, StorageError
 from storage.keys import RECEIPT_SECRET_KEY
 from storage.store import CF, Delete, RocksStore
@@ -261,3 +265,17 @@ def test_replica_an_owner_serves_again_after_nats_was_gone_longer_than_its_lease
     loop.run(engine.send(record("after")))
     assert changelog.deposed is None
     assert has(engine, "after")
+
+
+def test_replica_metrics_show_the_changelog(nodes: list[Node], loop: Loop) -> None:
+    a, _ = nodes
+    engine = a.own()
+    loop.run(engine.send(record("m")))
+    registry = registry_for(engine, RequestTimes(), Pusher(engine, frozenset()))  # as /metrics
+    samples = {
+        s.name: s.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in family.samples
+    }
+    assert samples["rocktimer_changelog_records_total"] >= 1
+    assert samples["rocktimer_changelog_append_seconds_count"] >= 1

@@ -1,15 +1,18 @@
 """The changelog's record format (app/cluster/replica/codec.py), without NATS: a commit comes
 back as written, a record too large for one message is cut into parts that join again,
-and a damaged record is a CorruptRecordError, never a wrong write."""
+and a damaged record is a CorruptRecordError, never a wrong write; a snapshot archive
+holding anything but files and directories inside its own dir is refused."""
 
 from __future__ import annotations
 
+import io
 import os
+import tarfile
 from pathlib import Path
 
 import pytest
 
-from app.cluster.replica import codec
+from app.cluster.replica import codec, snapshot
 from storage.errors import CorruptRecordError
 from storage.store import CF, DeleteRange, RocksStore
 
@@ -70,3 +73,28 @@ def test_replica_commits_apply_as_one_batch_with_the_seq(tmp_path: Path) -> None
         assert store.get(CF.META, b"y") == b"2"
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("name", ["../outside", "/etc/x", "ok/../../outside"])
+def test_replica_a_snapshot_with_a_member_outside_its_dir_is_refused(
+    tmp_path: Path, name: str
+) -> None:
+    tar_path = tmp_path / "bad.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    with tarfile.open(tar_path) as tar, pytest.raises(tarfile.TarError, match="unexpected"):
+        snapshot._extract(tar, str(tmp_path / "into"))
+    assert not (tmp_path / "outside").exists()
+
+
+def test_replica_a_snapshot_with_a_link_is_refused(tmp_path: Path) -> None:
+    tar_path = tmp_path / "link.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        info = tarfile.TarInfo("CURRENT")
+        info.type = tarfile.SYMTYPE
+        info.linkname = "/etc/passwd"
+        tar.addfile(info)
+    with tarfile.open(tar_path) as tar, pytest.raises(tarfile.TarError, match="unexpected"):
+        snapshot._extract(tar, str(tmp_path / "into"))

@@ -11,10 +11,12 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from bench import hop
@@ -44,42 +46,6 @@ def topics_of(partition: int, partitions: int, n: int, prefix: str = "t") -> lis
             found.append(name)
         i += 1
     return found
-
-
-@pytest.fixture
-def fresh_client() -> Iterator[Callable[[Server], httpx.Client]]:
-    """A client that opens a new connection per request: the kernel (SO_REUSEPORT) hands
-    each to any worker, so requests arrive at owners and non-owners alike."""
-    made: list[httpx.Client] = []
-
-    def make(server: Server) -> httpx.Client:
-        c = httpx.Client(
-            base_url=server.url, timeout=10, limits=httpx.Limits(max_keepalive_connections=0)
-        )
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.close()
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Callable[..., Server]]:
-    started: list[Server] = []
-
-    def make(workers: int = 2, partitions: int = 0, **env: str) -> Server:
-        settings = {"ROCKTIMER_WORKERS": str(workers), **env}
-        if partitions:
-            settings["ROCKTIMER_PARTITIONS"] = str(partitions)
-        srv = Server(tmp_path / "data", env=settings)
-        started.append(srv)
-        return srv.start()
-
-    yield make
-    for srv in started:
-        if srv.proc is not None:
-            srv.stop()
 
 
 def workers_of(srv: Server) -> dict[int, int]:
@@ -439,8 +405,8 @@ def test_the_console_overview_covers_every_partition(
 def test_one_worker_serves_every_partition_of_a_partitioned_data_dir(
     cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client], tmp_path: Path
 ) -> None:
-    """A data dir made with two workers, run with the default of one: one worker process
-    holds both partitions, and nothing is relayed."""
+    """A data dir made with two workers, run with one: one worker process holds both
+    partitions, and nothing is relayed."""
     srv = cluster(workers=2)
     c = fresh_client(srv)
     topics = topics_of(0, 2, 2, "one") + topics_of(1, 2, 2, "one")
@@ -536,3 +502,87 @@ def test_a_client_leaving_a_relayed_stream_ends_it_on_the_owner(
     while open_streams(c, 1) != 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert open_streams(c, 1) == 0  # the owner ended it: its slots are free again
+
+
+def test_readyz_and_metrics_name_each_worker_and_a_killed_one(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    srv = cluster(workers=2, partitions=4)
+    c = fresh_client(srv)
+    owned = {0: [0, 2], 1: [1, 3]}
+    for _ in range(4):  # whichever worker answers
+        ready = c.get("/readyz").json()
+        assert ready["workers"] == [
+            {"worker": w, "partitions": owned[w], "status": "ready"} for w in (0, 1)
+        ]
+        text = c.get("/metrics").text
+        for w in (0, 1):  # each worker's own series, by its label
+            assert f'rocktimer_worker_up{{worker="{w}"}} 1.0' in text
+            assert f'process_resident_memory_bytes{{worker="{w}"}}' in text
+            assert f'process_cpu_seconds_total{{worker="{w}"}}' in text
+    pids = workers_of(srv)
+    os.kill(pids[1], signal.SIGKILL)
+    while not gone(pids[1]):
+        time.sleep(0.01)
+    live = topics_of(0, 4, 1, "up")[0]
+    seen_down = metrics_down = False
+    deadline = time.monotonic() + RESTART_BOUND_S
+    while time.monotonic() < deadline:
+        ready = c.get("/readyz")
+        if ready.status_code == 200:
+            break
+        seen_down = True
+        assert ready.status_code == 503, ready.text
+        assert ready.headers["retry-after"] == "1"
+        assert ready.headers["content-type"] == "application/problem+json"
+        assert "worker 1 (partitions 1, 3) is being started again" in ready.json()["detail"]
+        assert [w["status"] for w in ready.json()["workers"]] == ["ready", "down"]
+        text = c.get("/metrics").text  # the live worker's series still scraped
+        if 'rocktimer_worker_up{worker="1"} 0.0' in text:
+            metrics_down = True
+            assert 'rocktimer_worker_up{worker="0"} 1.0' in text
+            assert 'rocktimer_pending_timers{partition="0"}' in text
+            assert 'rocktimer_pending_timers{partition="1"}' not in text
+        assert c.post(f"/v1/topics/{live}/messages", json={"body": "x"}).status_code == 201
+        time.sleep(0.02)
+    assert seen_down
+    assert metrics_down  # 200 without the down worker's partitions, not a 503
+    assert c.get("/readyz").json()["workers"][1]["status"] == "ready"
+    assert 'rocktimer_worker_up{worker="1"} 1.0' in c.get("/metrics").text
+
+
+def sealed(events: Path) -> list[pa.Table]:
+    return [pq.read_table(path) for path in sorted(events.rglob("part-*.parquet"))]
+
+
+def test_each_partitions_sealed_events_carry_it(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client], tmp_path: Path
+) -> None:
+    """Every segment under ``p<k>/events/`` has the partition column, k on each row:
+    (partition, seq) names an event across the data dir (seqs repeat between partitions)."""
+    srv = cluster(workers=2, partitions=2, ROCKTIMER_EVENTS_SEAL_MS="50")
+    c = fresh_client(srv)
+    sent = {k: topics_of(k, 2, 2, "ev") for k in (0, 1)}
+    for k in (0, 1):
+        for t in sent[k]:
+            assert c.post(f"/v1/topics/{t}/messages", json={"body": t}).status_code == 201
+    events = {k: tmp_path / "data" / f"p{k}" / "events" for k in (0, 1)}
+
+    def topics(k: int) -> set[str]:
+        return {t for table in sealed(events[k]) for t in table.column("topic").to_pylist()}
+
+    deadline = time.monotonic() + 30
+    while any(topics(k) != set(sent[k]) for k in (0, 1)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    srv.stop()
+    seen: set[tuple[int, int]] = set()
+    seqs: list[int] = []
+    for k in (0, 1):
+        assert topics(k) == set(sent[k])
+        for table in sealed(events[k]):
+            assert set(table.column("partition").to_pylist()) == {k}
+            rows = table.column("seq").to_pylist()
+            seqs += rows
+            seen |= {(k, seq) for seq in rows}
+    assert len(seen) == len(seqs)  # (partition, seq) is unique
+    assert len(set(seqs)) < len(seqs)  # seq alone is not

@@ -77,7 +77,7 @@ class Cluster:
         try:
             self.nats.start()
             for node in self.nodes:  # the servers' ports are known once they listen
-                node.extra_env["ROCKTIMER_CLUSTER"] = self.nats.urls
+                node.extra_env = {**node.extra_env, "ROCKTIMER_CLUSTER": self.nats.urls}
                 node.spawn()
             for node in self.nodes:
                 self.wait_node(node)

@@ -18,6 +18,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -62,6 +63,7 @@ class ServerProcess:
         self.ready_path = ready_path
         self.log_path = log_path
         self.any_status_is_ready = any_status_is_ready  # an answer at all means it serves
+        self.unset: set[str] = set()  # variables it starts without, whatever os.environ has
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False  # SIGSTOPped by pause(), not yet resumed
 
@@ -83,10 +85,9 @@ class ServerProcess:
         """Start the process without waiting for it to answer (a timed restart polls itself)."""
         if self.proc is not None:
             raise RuntimeError(f"{self.name} is already running (pid {self.proc.pid})")
+        env = {k: v for k, v in {**os.environ, **self.env}.items() if k not in self.unset}
         with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                self.argv, cwd=ROOT, env={**os.environ, **self.env}, stdout=log, stderr=log
-            )
+            self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=env, stdout=log, stderr=log)
         return self
 
     def check_alive(self) -> None:
@@ -181,13 +182,20 @@ def data_dir(work_dir: Path) -> Path:
 
 class AppProcess(ServerProcess):
     """``python -m app`` (as a newcomer runs it) on ``data`` and a free port. The same
-    object can be killed and spawned again: same port, same data dir."""
+    object can be killed and spawned again: same port, same data dir.
 
-    def __init__(self, data: Path, log_path: Path, env: dict[str, str] | None = None) -> None:
+    One process (ROCKTIMER_WORKERS=1: the store at the data dir's root) unless ``env``
+    says otherwise: the figures and tests that read the store, the process's CPU or its
+    memory mean the one process, whatever the machine's cores (the service's default).
+    A variable ``env`` maps to None is not set at all (the service's default)."""
+
+    def __init__(
+        self, data: Path, log_path: Path, env: Mapping[str, str | None] | None = None
+    ) -> None:
         argv = [sys.executable, "-m", "app"]
         super().__init__("rocktimer", argv, {}, free_port(), "/readyz", log_path)
         self.data_dir = data
-        self.extra_env = env or {}  # may change between spawns, as may the port
+        self.extra_env: Mapping[str, str | None] = env or {}  # may change between spawns
 
     def spawn(self) -> AppProcess:
         self.env = {
@@ -195,8 +203,10 @@ class AppProcess(ServerProcess):
             "ROCKTIMER_PORT": str(self.port),
             "ROCKTIMER_DATA_DIR": str(self.data_dir),
             "ROCKTIMER_LOG_LEVEL": "warning",  # the quietest level that still shows problems
-            **self.extra_env,
+            "ROCKTIMER_WORKERS": "1",
+            **{k: v for k, v in self.extra_env.items() if v is not None},
         }
+        self.unset = {k for k, v in self.extra_env.items() if v is None}
         super().spawn()
         return self
 
@@ -212,7 +222,7 @@ class AppProcess(ServerProcess):
         return f"http://{HOST}:{self.port}"
 
 
-def service(work_dir: Path, env: dict[str, str] | None = None) -> AppProcess:
+def service(work_dir: Path, env: Mapping[str, str | None] | None = None) -> AppProcess:
     """The service on a fresh data dir under ``work_dir``."""
     return AppProcess(data_dir(work_dir), work_dir / "service.log", env)
 
