@@ -101,6 +101,7 @@ class Engine:
             log_events=config.events,
         )
         self.put_queue: queue.Queue[Chunk] = queue.Queue(maxsize=config.put_queue_chunks)
+        self.deliverer = Deliverer(self.writer, self.put_queue)
         self.scanner = Scanner(
             self.store,
             self.writer,
@@ -108,8 +109,8 @@ class Engine:
             self.put_queue,
             chunk=config.scan_chunk,
             pace_ms=config.move_pace_ms,
+            deliverer=self.deliverer,
         )
-        self.deliverer = Deliverer(self.writer, self.put_queue)
         self.lag = DeliveryLag(
             self.clock,
             self.store,
