@@ -54,6 +54,23 @@ ROUNDS = 3
 KINDS = ("stream", "poll")
 GOAL_RATIO = 3.0  # CPU a message delivered and acked <= this x a batch send's
 TOPIC_PREFIX = "deliver-"
+# The server's own counts over a delivery round (/metrics, summed over its workers): what
+# a message costs in commits and fsyncs, the fixed costs the CPU is spent on.
+COUNTERS = {"commits": "rocktimer_commits_total", "fsyncs": "rocktimer_wal_fsync_seconds_count"}
+
+
+async def counters(port: int) -> Counter[str]:
+    client = Client(process.HOST, port)
+    try:
+        body = (await client.call("GET", "/metrics")).body.decode()
+    finally:
+        client.close()
+    out: Counter[str] = Counter()
+    for line in body.splitlines():
+        for name, metric in COUNTERS.items():
+            if line.startswith(metric) and line[len(metric)] in " {":
+                out[name] += int(float(line.rsplit(" ", 1)[1]))
+    return out
 
 
 # --- CPU of a server: every process, every thread -------------------------------------------
@@ -146,6 +163,7 @@ class Tally:
     late: list[float] = field(default_factory=list)  # due -> consumer, ms
     stages: Counter[str] = field(default_factory=Counter)  # CPU s a stage
     incomplete: int = 0  # rounds where not every message was delivered and acked
+    counters: Counter[str] = field(default_factory=Counter)  # COUNTERS over the rounds
 
     @property
     def us_per_msg(self) -> float:
@@ -251,12 +269,15 @@ def _delivery_round(side: Side, kind: str, round_no: int, *, rate: int, seconds:
         dues, _ = await lateness.load_schedule(port, rate=rate, seconds=seconds, topic=topic)
         process.wait_idle(pid, timeout_s=3.0)  # the load's flushes are not the round's
         window = _stream_window if kind == "stream" else _poll_window
+        before = await counters(port)
         with process.Profile(pid, f"deliver-{side.name}-{kind}-{round_no}"):
-            return await window(port, topic, dues, meter)
+            got = await window(port, topic, dues, meter)
+        tally.counters.update((await counters(port)) - before)
+        return got
 
+    tally = side.tallies[kind]
     late, acked = run(body)
     n = int(rate * seconds)
-    tally = side.tallies[kind]
     tally.rounds += 1
     tally.messages += n
     tally.cpu_s += meter.cpu_s
@@ -329,6 +350,13 @@ def summary(sides: list[Side], redis: redis_alt.Lateness | str | None) -> list[s
                 if cpu / total >= 0.01
             )
             lines.append(f"    by thread, µs a message: {parts}")
+            per = ", ".join(
+                f"{name} {t.counters[name] / t.messages:.3f} a message "
+                f"({t.messages / t.counters[name]:.1f} messages each)"
+                for name in COUNTERS
+                if t.counters[name]
+            )
+            lines.append(f"    the server's counts: {per}")
     if len(sides) == 2:
         a, b = sides
         for kind in ("batch", *KINDS):
