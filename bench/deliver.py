@@ -40,6 +40,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +162,7 @@ class Tally:
     cpu_s: float = 0.0
     rounds: int = 0
     late: list[float] = field(default_factory=list)  # due -> consumer, ms
-    stages: Counter[str] = field(default_factory=Counter)  # CPU s a stage
+    stages: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # CPU s
     incomplete: int = 0  # rounds where not every message was delivered and acked
     counters: Counter[str] = field(default_factory=Counter)  # COUNTERS over the rounds
 
@@ -282,7 +283,7 @@ def _delivery_round(side: Side, kind: str, round_no: int, *, rate: int, seconds:
     tally.messages += n
     tally.cpu_s += meter.cpu_s
     tally.late += late
-    tally.incomplete += acked < n or len(late) < n
+    tally.incomplete += int(acked < n or len(late) < n)
     if not side.names:
         side.names = thread_names(side.pids)
     for key, cpu in meter.threads.items():
@@ -308,7 +309,7 @@ def measure(
     kind (order alternating too); each delivery round's µs a message ÷ the batch's."""
     n = int(rate * seconds)
     for side in sides:  # warm-up: first writes, first validations
-        run(lambda side=side: _batch_window(side.server.port, 5_000))
+        run(partial(_batch_window, side.server.port, 5_000))
     for r in range(rounds):
         order = sides if r % 2 == 0 else sides[::-1]
         for side in order:
@@ -319,10 +320,15 @@ def measure(
                 cpu_before, msgs_before = tally.cpu_s, tally.messages
                 _delivery_round(side, kind, r, rate=rate, seconds=seconds)
                 per = (tally.cpu_s - cpu_before) / (tally.messages - msgs_before) * 1e6
-                side.ratios[kind].append(per / per_batch)
+                if per_batch > 0:  # (CPU time comes in ticks: a tiny batch may read 0)
+                    side.ratios[kind].append(per / per_batch)
 
 
 # --- report ------------------------------------------------------------------------------
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
 
 
 def summary(sides: list[Side], redis: redis_alt.Lateness | str | None) -> list[str]:
@@ -339,14 +345,14 @@ def summary(sides: list[Side], redis: redis_alt.Lateness | str | None) -> list[s
             med = statistics.median(ratios) if ratios else float("nan")
             lines.append(
                 f"  {kind}: {t.us_per_msg:.1f} µs CPU a message delivered+acked = "
-                f"x{t.us_per_msg / b.us_per_msg:.2f} batch send (median round x{med:.2f}, "
+                f"x{_ratio(t.us_per_msg, b.us_per_msg):.2f} batch send (median round x{med:.2f}, "
                 f"goal <= {GOAL_RATIO:.0f}); due -> consumer {late.ms(1)}"
                 + (f"; {t.incomplete} rounds incomplete" if t.incomplete else "")
             )
             total = sum(t.stages.values()) or 1.0
             parts = ", ".join(
                 f"{stage} {cpu / t.messages * 1e6:.1f} µs ({cpu / total:.0%})"
-                for stage, cpu in t.stages.most_common()
+                for stage, cpu in sorted(t.stages.items(), key=lambda kv: -kv[1])
                 if cpu / total >= 0.01
             )
             lines.append(f"    by thread, µs a message: {parts}")
@@ -358,11 +364,11 @@ def summary(sides: list[Side], redis: redis_alt.Lateness | str | None) -> list[s
             )
             lines.append(f"    the server's counts: {per}")
     if len(sides) == 2:
-        a, b = sides
+        first, second = sides
         for kind in ("batch", *KINDS):
-            if kind in a.tallies and kind in b.tallies:
-                ratio = b.tallies[kind].us_per_msg / a.tallies[kind].us_per_msg
-                lines.append(f"{kind}: CPU a message {b.name} ÷ {a.name} {ratio:.2f}")
+            if kind in first.tallies and kind in second.tallies:
+                ratio = _ratio(second.tallies[kind].us_per_msg, first.tallies[kind].us_per_msg)
+                lines.append(f"{kind}: CPU a message {second.name} ÷ {first.name} {ratio:.2f}")
     if isinstance(redis, str):
         lines.append(f"Redis Lua poller: {redis}")
     elif redis is not None:
@@ -378,7 +384,7 @@ def rows(sides: list[Side], redis: redis_alt.Lateness | str | None) -> list[repo
         if kind not in side.tallies:
             continue
         t = side.tallies[kind]
-        ratio = t.us_per_msg / b.us_per_msg
+        ratio = _ratio(t.us_per_msg, b.us_per_msg)
         out.append(
             report.Row(
                 "19",

@@ -636,8 +636,7 @@ class Writer(_Loop):
             else:
                 log.exception("commit of %d ops failed", len(ops))
             results = [
-                (op, True, []) if op.empty_on_failure else (op, False, exc)
-                for op, _, _ in results
+                (op, True, []) if op.empty_on_failure else (op, False, exc) for op, _, _ in results
             ]
         else:
             try:
