@@ -12,11 +12,22 @@ from typing import Any
 
 from storage import keys
 from storage.errors import StorageError
+from storage.store import CF
 from storage.txn import Txn
 from tests.workers.conftest import EngineFactory
-from tests.workers.support import record, run, start_parts, timer_keys, topic_log, wait_until
+from tests.workers.support import (
+    call,
+    record,
+    run,
+    start_parts,
+    timer_keys,
+    topic_log,
+    wait_until,
+)
 from workers.clock import FakeClock
 from workers.engine import Engine
+from workers.ops import consume, messages
+from workers.writer import Writer
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,3 +152,22 @@ def test_a_span_is_not_moved_ahead_of_one_the_deliverer_holds(
     wait_until(lambda: engine.deliverer.moved == 3, what="both moves")
     assert engine.deliverer.moved_here == 0
     assert [m.msg_id for m in topic_log(engine.store, "t")] == ["a", "b", "c"]
+
+
+def test_a_receive_reads_what_its_own_batch_appended_after_what_is_stored(
+    writer: Writer, clock: FakeClock
+) -> None:
+    """lanes.read: the stored entries after the cursor, then the batch's own appends in seq
+    order (one deleted again in the batch skipped), and the cursor past what it returned."""
+    now = clock.now_ms()
+    call(writer, lambda txn: messages.send(txn, record("t", "stored", now)), durable=False)
+
+    def send_then_receive(txn: Txn) -> list[str]:
+        for msg_id in ("new1", "new2", "new3"):
+            messages.send(txn, record("t", msg_id, now))
+        txn.delete(CF.LOGS, keys.log_key(keys.topic_lane("t"), 2))  # new2, gone again
+        return [got.record.msg_id for got in consume.receive(txn, "t", "g", 10, 30_000)]
+
+    assert call(writer, send_then_receive, durable=False) == ["stored", "new1", "new3"]
+    again = call(writer, lambda txn: consume.receive(txn, "t", "g", 10, 30_000), durable=False)
+    assert again == []  # the cursor is past them all
