@@ -94,17 +94,23 @@ def cpu_of(pids: list[int]) -> float:
     return total
 
 
-def thread_cpu(pids: list[int]) -> dict[tuple[int, int], float]:
-    """(pid, tid) -> CPU seconds of each thread of these processes."""
+def thread_cpu(pids: list[int]) -> dict[tuple[int, int], tuple[float, int]]:
+    """(pid, tid) -> CPU seconds and voluntary context switches (the times it went to
+    sleep: a wait for work, for a lock or for the GIL) of each thread of these processes."""
     out = {}
     for pid in pids:
         with contextlib.suppress(OSError):
             for task in Path(f"/proc/{pid}/task").iterdir():
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(OSError, StopIteration, ValueError):
                     fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-                    out[pid, int(task.name)] = (
-                        int(fields[11]) + int(fields[12])
-                    ) / process.CLOCK_TICKS
+                    status = (task / "status").read_text().splitlines()
+                    switches = next(
+                        int(line.split()[1])
+                        for line in status
+                        if line.startswith("voluntary_ctxt_switches:")
+                    )
+                    cpu = (int(fields[11]) + int(fields[12])) / process.CLOCK_TICKS
+                    out[pid, int(task.name)] = (cpu, switches)
     return out
 
 
@@ -165,6 +171,7 @@ class Tally:
     stages: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # CPU s
     incomplete: int = 0  # rounds where not every message was delivered and acked
     counters: Counter[str] = field(default_factory=Counter)  # COUNTERS over the rounds
+    sleeps: Counter[str] = field(default_factory=Counter)  # voluntary context switches a stage
 
     @property
     def us_per_msg(self) -> float:
@@ -244,7 +251,7 @@ class _Meter:
     def __init__(self, side: Side) -> None:
         self.side = side
         self.cpu_s = 0.0
-        self.threads: dict[tuple[int, int], float] = {}
+        self.threads: dict[tuple[int, int], tuple[float, int]] = {}
 
     def __call__(self) -> _Meter:
         return self
@@ -258,7 +265,10 @@ class _Meter:
     def __exit__(self, *exc: object) -> None:
         self.cpu_s = cpu_of(self._pids) - self._cpu
         after = thread_cpu(self._pids)
-        self.threads = {k: v - self._threads.get(k, 0.0) for k, v in after.items()}
+        self.threads = {
+            k: (cpu - self._threads.get(k, (0.0, 0))[0], sw - self._threads.get(k, (0.0, 0))[1])
+            for k, (cpu, sw) in after.items()
+        }
 
 
 def _delivery_round(side: Side, kind: str, round_no: int, *, rate: int, seconds: float) -> None:
@@ -286,8 +296,10 @@ def _delivery_round(side: Side, kind: str, round_no: int, *, rate: int, seconds:
     tally.incomplete += int(acked < n or len(late) < n)
     if not side.names:
         side.names = thread_names(side.pids)
-    for key, cpu in meter.threads.items():
-        tally.stages[_stage(side.names.get(key, "other"))] += cpu
+    for key, (cpu, switches) in meter.threads.items():
+        stage = _stage(side.names.get(key, "other"))
+        tally.stages[stage] += cpu
+        tally.sleeps[stage] += switches
 
 
 def _batch_round(side: Side, n: int) -> float:
@@ -363,6 +375,16 @@ def summary(sides: list[Side], redis: redis_alt.Lateness | str | None) -> list[s
                 if t.counters[name]
             )
             lines.append(f"    the server's counts: {per}")
+            sleeps = ", ".join(
+                f"{stage} {n / t.messages:.2f}"
+                for stage, n in t.sleeps.most_common()
+                if n / t.messages >= 0.01
+            )
+            total_sleeps = sum(t.sleeps.values()) / t.messages
+            lines.append(
+                f"    threads going to sleep (a wait, a hand-off), a message: {total_sleeps:.2f}"
+                f" ({sleeps})"
+            )
     if len(sides) == 2:
         first, second = sides
         for kind in ("batch", *KINDS):

@@ -327,6 +327,7 @@ def test_deliver_figure_runs() -> None:
         assert tally.counters["commits"] > 0
         assert tally.counters["fsyncs"] > 0
         assert sum(tally.stages.values()) > 0
+        assert sum(tally.sleeps.values()) > 0  # the threads' waits, from /proc
         assert len(side.ratios[kind]) <= 2
     lines = deliver.summary(sides, None)
     assert any("by thread" in line for line in lines)
