@@ -22,6 +22,7 @@ delivery round is also profiled (``py-spy record``, tests/support/process.py).
     python -m bench.deliver --redis                # and the Redis poller's lateness after
     python -m bench.deliver ../main .              # two trees, rounds alternating
     python -m bench.deliver --env ROCKTIMER_WORKERS=2
+    python -m bench.deliver . . --env-b ROCKTIMER_MOVE_PACE_MS=5   # one build, two settings
 """
 
 from __future__ import annotations
@@ -444,7 +445,10 @@ def compare(
     rate: int,
     seconds: float,
     kinds: tuple[str, ...],
+    env_b: dict[str, str] | None = None,
 ) -> list[Side]:
+    """One side a tree (two: both up at once); ``env_b``: the second side's settings on
+    top of ``env`` (one tree given twice: one build under two settings)."""
     root = process.ROOT
     with tempfile.TemporaryDirectory(prefix="rocktimer-bench-deliver-") as tmp:
         sides: list[Side] = []
@@ -455,7 +459,10 @@ def compare(
                     work = Path(tmp) / str(i)
                     work.mkdir()
                     name = str(tree) if len(trees) > 1 else "server"
-                    sides.append(Side(name, process.service(work, env).start()))
+                    own = {**env, **(env_b or {})} if i == 1 else env
+                    if i == 1 and env_b:
+                        name += " " + " ".join(f"{k}={v}" for k, v in env_b.items())
+                    sides.append(Side(name, process.service(work, own).start()))
             finally:
                 process.ROOT = root
             measure(sides, rounds=rounds, rate=rate, seconds=seconds, kinds=kinds)
@@ -488,6 +495,9 @@ def main() -> None:
     )
     parser.add_argument("trees", type=Path, nargs="*", help="zero (this tree), one or two trees")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument(
+        "--env-b", action="append", default=[], metavar="NAME=VALUE", help="the second side's"
+    )
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--seconds", type=float, default=SECONDS)
     parser.add_argument("--rate", type=int, default=RATE_PER_S)
@@ -503,8 +513,16 @@ def main() -> None:
     kinds = tuple(k for k in args.kinds.split(",") if k)
     if unknown := set(kinds) - set(KINDS):
         raise SystemExit(f"bench.deliver: --kinds: unknown {', '.join(sorted(unknown))}")
+    if args.env_b and len(trees) != 2:
+        raise SystemExit("bench.deliver: --env-b wants two trees (the same one twice is fine)")
     sides = compare(
-        trees, _env(args.env), rounds=args.rounds, rate=args.rate, seconds=args.seconds, kinds=kinds
+        trees,
+        _env(args.env),
+        rounds=args.rounds,
+        rate=args.rate,
+        seconds=args.seconds,
+        kinds=kinds,
+        env_b=_env(args.env_b),
     )
     redis = _redis(args.rate, args.seconds) if args.redis else None
     print("\n".join(summary(sides, redis)))
