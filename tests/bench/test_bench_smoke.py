@@ -324,7 +324,7 @@ def test_deliver_figure_runs() -> None:
         tally = side.tallies[kind]
         assert tally.incomplete == 0
         assert len(tally.late) == 600
-        assert tally.counters["commits"] > 0
+        assert tally.counters["batches"] > 0
         assert tally.counters["fsyncs"] > 0
         assert sum(tally.stages.values()) > 0
         assert sum(tally.sleeps.values()) > 0  # the threads' waits, from /proc
