@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from bench import (
     batch,
+    deliver,
     events,
     filtered,
     growth,
@@ -115,6 +116,11 @@ def figures(s: scale.Scale) -> list[Figure]:
             lambda: stream.run_figure(
                 seconds=s.stream_seconds, streams=s.streams_open, probes=s.stream_probes
             ),
+        ),
+        (
+            "19",
+            "CPU a message delivered and acked vs batch send",
+            lambda: deliver.run_figure(seconds=s.deliver_seconds, rounds=s.deliver_rounds),
         ),
     ]
 
