@@ -199,9 +199,9 @@ def proxy(
             try:
                 with socket_connect(port):
                     break
-            except OSError:
+            except OSError as exc:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"{name} did not listen: {log.read_text()[-2000:]}")
+                    raise RuntimeError(f"{name} did not listen: {log.read_text()[-2000:]}") from exc
                 time.sleep(0.05)
         yield Proxy(name, port, proc, log)
     finally:
