@@ -66,8 +66,9 @@ def test_fdpass_figure_runs() -> None:
 def test_workers_figure_runs() -> None:
     """bench/workers.py at a tiny size: both servers store every message sent."""
     out = workers.compare(rounds=2, batches=1)
-    for sent, seconds, cpu, *rates in out.values():
-        assert sent == 2 * workers.TOPICS * 1_000
-        assert seconds > 0
-        assert cpu >= 0
-        assert len(rates) == 2
+    for got in out.values():
+        assert got.sent == 2 * workers.TOPICS * 1_000
+        assert got.seconds > 0
+        assert got.cpu_s >= 0
+        assert got.pss_kib > 0
+        assert len(got.rates) == 2
