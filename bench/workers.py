@@ -53,31 +53,11 @@ def topics() -> list[str]:
     raise AssertionError("unreachable")
 
 
-def tree(pid: int) -> list[int]:
-    """A process and all its descendants alive now."""
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except (FileNotFoundError, ProcessLookupError):
-        return [pid]
-    return [pid] + [p for c in children for p in tree(int(c))]
-
-
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of a process and all its descendants alive now."""
-    total = 0.0
-    for each in tree(pid):
-        try:
-            total += process.cpu_seconds(each)
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return total
-
-
 def pss_kib(pid: int) -> int:
     """Proportional set size of a process and its descendants: each shared page counted
     once over the processes sharing it."""
     total = 0
-    for each in tree(pid):
+    for each in process.tree(pid):
         try:
             rollup = Path(f"/proc/{each}/smaps_rollup").read_text()
         except (FileNotFoundError, ProcessLookupError):
@@ -145,11 +125,11 @@ def compare(rounds: int = ROUNDS, batches: int = WINDOW_BATCHES) -> dict[str, Si
             for r in range(rounds):
                 for side in order if r % 2 == 0 else reversed(order):
                     srv, got = servers[side], out[side]
-                    cpu, mine = tree_cpu(srv.pid), time.process_time()
+                    cpu, mine = process.tree_cpu_seconds(srv.pid), time.process_time()
                     sent, secs = run(lambda srv=srv: window(srv.port, names, batches))  # type: ignore[misc]
                     got.sent += sent
                     got.seconds += secs
-                    got.cpu_s += tree_cpu(srv.pid) - cpu
+                    got.cpu_s += process.tree_cpu_seconds(srv.pid) - cpu
                     got.client_s += time.process_time() - mine
                     got.rates.append(sent / secs)
             return out
