@@ -6,8 +6,14 @@ topic sent to (partition 1's topic, worker 1, except for the baseline):
 
 - **direct** (baseline): a connection the kernel gave to the owner itself (SO_REUSEPORT),
   a topic it owns: no hop at all.
-- **hop** (the service's own routing): a connection the kernel gave to the other worker,
-  which relays the request over the owner's unix socket (app/cluster/relay.py).
+- **passed** (the service's own routing for a connection's first request): a connection
+  the kernel gave to the other worker, whose first request was for the owner's topic:
+  passed to the owner (app/cluster/handoff.py), which answers it from then on. The pass
+  itself happens on each window's first request a connection (not counted:
+  bench/fdpass.py measures it).
+- **hop**: a connection the kernel gave to the other worker, whose first request had no
+  topic (it stays there): every request relayed over the owner's unix socket
+  (app/cluster/relay.py).
 - **haproxy** (if installed): a front proxy on its own port picking the owner's unix
   socket by the topic in the path, with the service's own hash
   (``use_backend w%[path,field(4,/),crc32,mod(2)]``): one thread, keep-alive both sides.
@@ -49,6 +55,7 @@ ROUNDS = int(os.environ.get("BENCH_HOP_ROUNDS", "6"))
 SENDS_PER_ROUND = int(os.environ.get("BENCH_HOP_SENDS", "3000"))
 BATCHES_PER_ROUND = int(os.environ.get("BENCH_HOP_BATCHES", "40"))
 MESSAGE = b'{"body":"hello, rocktimer","delay_ms":3600000}'
+HEALTH = build_request("GET", process.HOST, "/healthz")
 REQUEST_TIMEOUT_S = 30.0
 MAX_OPENED = 200  # connections tried before giving up on finding enough on one worker
 PROXY_START_S = 10.0
@@ -235,6 +242,7 @@ class Route:
     worker: int | None  # the worker the kernel must have given the connection; None: any
     topic: str
     pids: list[int]
+    stay: bool = False  # a first request without a topic: the connection is never passed
     single_cpu: float = 0.0
     single_s: float = 0.0
     single_n: int = 0
@@ -287,6 +295,8 @@ async def window(
     each of which sent one request first (not counted: the proxy's upstream connection)."""
     opened = await connections(route, workers, conns)
     try:
+        if route.stay:
+            await closed_loop(opened, HEALTH, conns, 200)
         await closed_loop(opened, request, conns, expect)
         before, t0 = cpu(route.pids), time.perf_counter()
         stored = await closed_loop(opened, request, n, expect)
@@ -309,7 +319,8 @@ async def measure(
     owned, other = topic_of(0, 2), topic_of(1, 2)
     routes = [
         Route("direct", port, 0, owned, server_pids),
-        Route("hop", port, 0, other, server_pids),
+        Route("passed", port, 0, other, server_pids),
+        Route("hop", port, 0, other, server_pids, stay=True),
     ]
     routes += [Route(p.name, p.port, None, other, server_pids + p.pids) for p in proxies or []]
     body = loader.batch_body([{"body": batch.BODY, "delay_ms": batch.DELAY_MS}] * 1000)

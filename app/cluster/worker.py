@@ -11,11 +11,15 @@ its partitions.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import logging
 import os
 import signal
 import socket
+from typing import cast
+
+import uvicorn
 
 from app.__main__ import (
     EXIT_BAD_SETTING,
@@ -26,11 +30,13 @@ from app.__main__ import (
     server_config,
     tune_gc,
 )
+from app.cluster.handoff import Handoff, Passing
 from app.cluster.layout import Layout
 from app.cluster.router import Router
 from app.config import Settings
 from app.front import Service
 from app.main import create_app
+from workers.engine import Engine
 
 BACKLOG = 2048  # uvicorn's default
 SUN_PATH_MAX = 107  # sockaddr_un's path, less its terminating NUL
@@ -90,6 +96,34 @@ def die_with_parent() -> None:
         raise SystemExit(0)
 
 
+class WorkerServer(Server):
+    """The service's server, which also adopts the connections other workers pass to this
+    one (app/cluster/handoff.py) with its own protocol, until its stop begins."""
+
+    def __init__(
+        self, config: uvicorn.Config, settings: Settings, handoff: Handoff, *engines: Engine
+    ) -> None:
+        super().__init__(config, settings, *engines)
+        self.handoff = handoff
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.should_exit or not self.started:
+            return
+        protocol = cast(type[Passing], self.config.http_protocol_class)
+
+        def adopting() -> Passing:
+            return protocol(
+                config=self.config, server_state=self.server_state, app_state=self.lifespan.state
+            )
+
+        self.handoff.serve(asyncio.get_running_loop(), adopting)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.handoff.close()
+        await super().shutdown(sockets)
+
+
 def run(settings: Settings, layout: Layout, index: int) -> None:
     owned = layout.owned(index)
     engines = {}
@@ -105,9 +139,15 @@ def run(settings: Settings, layout: Layout, index: int) -> None:
             layout, index, apps, [socket_path(layout, w) for w in range(layout.workers)]
         )
         sockets = [public_socket(settings), private_socket(socket_path(layout, index))]
+        handoff = Handoff(layout, index)
+        handoff.listen()
+        config = server_config(router, settings)
+        protocol = cast(type[Passing], Passing.with_head_timeout(settings.header_timeout_ms))
+        protocol.handoff = handoff
+        config.http = protocol
         tune_gc()
         log.info("worker %d: partitions %s of %d", index, owned, layout.partitions)
-        server = Server(server_config(router, settings), settings, *engines.values())
+        server = WorkerServer(config, settings, handoff, *engines.values())
         server.run(sockets=sockets)
     finally:  # closes the stores if the lifespan never ran (it stops the engines itself)
         for engine in engines.values():

@@ -20,7 +20,7 @@ def test_hop_figure_runs(tmp_path: Path) -> None:
     env = {"ROCKTIMER_WORKERS": "2", "ROCKTIMER_PARTITIONS": "2"}
     with process.service(tmp_path, env) as srv:
         got = run(lambda: hop.measure(srv.port, srv.pid, rounds=2, sends=50, batches=2))
-    assert [route.name for route in got] == ["direct", "hop"]
+    assert [route.name for route in got] == ["direct", "passed", "hop"]
     for route in got:  # every request answered as expected, or measure raised
         assert route.single_n == 2 * 50
         assert route.batch_n == 2 * 2 * 1_000
@@ -48,7 +48,7 @@ def test_hop_figure_routes_through_proxies(tmp_path: Path) -> None:
         ]
         proxies = [f for f in fronts if f is not None]
         got = run(lambda: hop.measure(srv.port, srv.pid, proxies, rounds=1, sends=20, batches=1))
-    assert [route.name for route in got][2:] == [p.name for p in proxies]
+    assert [route.name for route in got][3:] == [p.name for p in proxies]
     for route in got:
         assert route.single_n == 20
         assert route.batch_n == 1_000

@@ -527,6 +527,8 @@ def test_a_client_leaving_a_relayed_stream_ends_it_on_the_owner(
     c = fresh_client(srv)
     topic = topics_of(1, 2, 1, "gone")[0]  # worker 1's; the connection is worker 0's
     sock = connection_on(srv, 0)
+    assert exchange(sock, "GET", "/healthz")[0] == 200  # a first request without a topic:
+    # the connection stays on worker 0 (never passed), so the stream is relayed
     head = f"GET /v1/topics/{topic}/groups/g/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     sock.sendall(head.encode())
     assert sock.recv(4096).startswith(b"HTTP/1.1 200")  # relayed: the owner's stream began
@@ -536,3 +538,111 @@ def test_a_client_leaving_a_relayed_stream_ends_it_on_the_owner(
     while open_streams(c, 1) != 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert open_streams(c, 1) == 0  # the owner ended it: its slots are free again
+
+
+def exchange(sock: socket.socket, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+    """One request on a raw keep-alive connection: (status, body)."""
+    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    if body:
+        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    sock.sendall(head.encode() + b"\r\n" + body)
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = sock.recv(65536)
+        assert chunk, "the connection closed before a reply"
+        got += chunk
+    head_bytes, rest = got.split(b"\r\n\r\n", 1)
+    length = int(
+        next(
+            line.split(b":", 1)[1]
+            for line in head_bytes.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+    )
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "the connection closed in the middle of a reply"
+        rest += chunk
+    return int(head_bytes.split(b" ", 2)[1]), rest[:length]
+
+
+def holder(srv: Server, sock: socket.socket) -> int | None:
+    """The worker holding the server side of ``sock`` now."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        found = hop.accepted_by(sock.getsockname()[1], srv.port, workers_of(srv))
+        if found is not None:
+            return found
+        time.sleep(0.01)
+    return None
+
+
+def test_a_connection_is_passed_to_the_owner_of_its_first_request(
+    cluster: Callable[..., Server],
+) -> None:
+    """Worker 0 accepted it; its first request is for worker 1's topic: from then on
+    worker 1 holds the connection and answers on it (no hop), a request for worker 0's
+    topic on it is relayed back, and a batch's bytes that came with it are not lost."""
+    srv = cluster(workers=2, partitions=2)
+    mine, theirs = topics_of(0, 2, 1, "own")[0], topics_of(1, 2, 1, "other")[0]
+    sock = connection_on(srv, 0)
+    try:
+        batch = b'{"messages":[' + b",".join(b'{"body":"%d"}' % i for i in range(500)) + b"]}"
+        status, body = exchange(sock, "POST", f"/v1/topics/{theirs}/messages/batch", batch)
+        assert status == 200, body
+        assert body.count(b'"status":201') == 500
+        assert holder(srv, sock) == 1  # passed: the owner holds it now
+        for _ in range(3):
+            status, body = exchange(sock, "POST", f"/v1/topics/{theirs}/messages", b'{"body":"x"}')
+            assert status == 201, body
+            status, body = exchange(sock, "POST", f"/v1/topics/{mine}/messages", b'{"body":"y"}')
+            assert status == 201, body  # relayed from worker 1 to worker 0
+        assert holder(srv, sock) == 1  # passed once, never back
+    finally:
+        sock.close()
+    c = httpx.Client(base_url=srv.url, timeout=10)
+    counts = {t["topic"]: t for t in c.get("/v1/topics").json()["items"]}
+    c.close()
+    assert set(counts) == {mine, theirs}
+
+
+def test_a_connection_whose_first_request_has_no_topic_is_never_passed(
+    cluster: Callable[..., Server],
+) -> None:
+    srv = cluster(workers=2, partitions=2)
+    theirs = topics_of(1, 2, 1, "other")[0]
+    sock = connection_on(srv, 0)
+    try:
+        assert exchange(sock, "GET", "/healthz")[0] == 200
+        status, body = exchange(sock, "POST", f"/v1/topics/{theirs}/messages", b'{"body":"x"}')
+        assert status == 201, body
+        assert holder(srv, sock) == 0  # relayed, the connection stays where it was
+    finally:
+        sock.close()
+
+
+def test_a_first_request_for_a_dead_workers_topic_is_503_not_passed_nor_hung(
+    cluster: Callable[..., Server],
+) -> None:
+    """The owner is down (SIGSTOP: it does not read its handoff socket, nor accept; its
+    process still exists): nothing waits on it; the request is relayed, which answers 503
+    with Retry-After. With the owner killed (its handoff socket gone) the same."""
+    srv = cluster(workers=2, partitions=2)
+    theirs = topics_of(1, 2, 1, "other")[0]
+    pids = workers_of(srv)
+    os.kill(pids[1], signal.SIGKILL)
+    while not gone(pids[1]):
+        time.sleep(0.01)
+    sock = connection_on(srv, 0)
+    try:
+        sock.settimeout(5)
+        started = time.monotonic()
+        status, body = exchange(sock, "POST", f"/v1/topics/{theirs}/messages", b'{"body":"x"}')
+        if status == 201:  # the supervisor already started worker 1 again: it was passed
+            assert holder(srv, sock) == 1
+        else:
+            assert status == 503, body
+            assert time.monotonic() - started < 5
+            assert holder(srv, sock) == 0
+    finally:
+        sock.close()
