@@ -284,8 +284,9 @@ def measure(
     redis = None
     if workers > 1 and (binary := process.redis_server_binary()) and not redis_alt.unavailable():
         print("[bench] figure 10: Redis Lua poller ...", file=sys.stderr, flush=True)
-        load_rate = max(producer.produced.rate(seconds), loader.LOAD_RATE_FLOOR)
-        redis = redis_alt.measure_lateness(binary, rate=rate, seconds=seconds, load_rate=load_rate)
+        redis = redis_alt.measure_lateness(
+            binary, rate=rate, seconds=seconds, load_rate=loader.LOAD_RATE_FLOOR
+        )
     return OnTimeRun(timers, producer, consumers, loaded, workers, redis)
 
 
