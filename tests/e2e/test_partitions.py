@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.cluster import handoff
 from bench import hop
 from storage.store import RocksStore
 from tests.support import process
@@ -646,3 +647,29 @@ def test_a_first_request_for_a_dead_workers_topic_is_503_not_passed_nor_hung(
             assert holder(srv, sock) == 0
     finally:
         sock.close()
+
+
+def test_a_large_first_request_is_answered_whole_passed_or_relayed(
+    cluster: Callable[..., Server],
+) -> None:
+    """A first request larger than the reads before its head ends: passed with the part
+    read so far (the owner reads the rest from the connection) or, past the bytes a pass
+    carries, relayed; either way every message of it stored, once."""
+    srv = cluster(workers=2, partitions=2)
+    theirs = topics_of(1, 2, 1, "big")[0]
+    sock = connection_on(srv, 0)
+    try:
+        body = b"y" * 100
+        batch = b'{"messages":[' + b",".join(b'{"body":"%s"}' % body for _ in range(1000)) + b"]}"
+        assert len(batch) > handoff.PASS_MAX_BYTES
+        status, reply = exchange(sock, "POST", f"/v1/topics/{theirs}/messages/batch", batch)
+        assert status == 200, reply
+        assert reply.count(b'"status":201') == 1000
+        status, reply = exchange(sock, "POST", f"/v1/topics/{theirs}/messages", b'{"body":"z"}')
+        assert status == 201, reply
+    finally:
+        sock.close()
+    c = httpx.Client(base_url=srv.url, timeout=10)
+    got = c.post(f"/v1/topics/{theirs}/groups/g/receive", json={"max_messages": 1000})
+    c.close()
+    assert len(got.json()["messages"]) == 1000  # due now, the 1001st left for the next
