@@ -1,12 +1,14 @@
 """One worker process of a partitioned data dir, forked by the supervisor
-(app/cluster/supervisor.py) with the service's own settings.
+(app/cluster/supervisor.py) with the service's own settings, or, started again after it
+exited, a new interpreter the keeper runs (app/cluster/keeper.py: ``main`` below).
 
 It opens the engines of the partitions it owns (``k % workers == index``), each with its
 share of RocksDB's memory budgets, builds each one's app (create_app, unchanged) and serves
-them through one router (app/cluster/router.py) on two sockets: the public port, which
-every worker binds with SO_REUSEPORT (the kernel spreads connections over them), and its
+them through one router (app/cluster/router.py) on three sockets: the public port, which
+every worker binds with SO_REUSEPORT (the kernel spreads connections over them), its
 private unix socket under the data dir, where the other workers relay the requests for
-its partitions.
+its partitions, and its handoff socket, where they pass it connections
+(app/cluster/handoff.py).
 """
 
 from __future__ import annotations
@@ -17,16 +19,20 @@ import logging
 import os
 import signal
 import socket
+import sys
 from typing import cast
 
 import uvicorn
 
+from app import logs
 from app.__main__ import (
     EXIT_BAD_SETTING,
     EXIT_WORKER_DIED,
     Server,
     fail,
+    load_settings,
     open_engine,
+    resolve_layout,
     server_config,
     tune_gc,
 )
@@ -154,3 +160,17 @@ def run(settings: Settings, layout: Layout, index: int) -> None:
             engine.stop()
     if server.worker_died:  # its supervisor starts it again
         raise SystemExit(EXIT_WORKER_DIED)
+
+
+def main(argv: list[str]) -> None:
+    """A worker started again by the keeper (app/cluster/keeper.py), as a new interpreter:
+    ``python -m app.cluster.worker <index>``, with the service's environment."""
+    settings = load_settings()
+    logs.configure(settings.log_level, settings.log_format)
+    layout = resolve_layout(settings)
+    die_with_parent()
+    run(settings, layout, int(argv[1]))
+
+
+if __name__ == "__main__":
+    main(sys.argv)

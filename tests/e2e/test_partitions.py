@@ -673,3 +673,36 @@ def test_a_large_first_request_is_answered_whole_passed_or_relayed(
     got = c.post(f"/v1/topics/{theirs}/groups/g/receive", json={"max_messages": 1000})
     c.close()
     assert len(got.json()["messages"]) == 1000  # due now, the 1001st left for the next
+
+
+def pss_kib(pid: int) -> int:
+    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    return next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:"))
+
+
+def test_the_supervisor_keeps_its_workers_as_a_small_process(
+    cluster: Callable[..., Server],
+) -> None:
+    """Once the workers are forked the supervisor is the keeper (same PID: the workers are
+    its children), a few MiB, not a copy of the service's imports; a worker it starts
+    again is a process of its own, served as the others."""
+    srv = cluster(workers=2, partitions=2)
+    cmdline = Path(f"/proc/{srv.pid}/cmdline").read_bytes().split(b"\0")
+    assert b"from app.cluster.keeper import main; main(sys.argv[2:])" in cmdline[3]
+    assert pss_kib(srv.pid) < 8 * 1024  # the service's imports alone are ~40 MiB
+    pids = workers_of(srv)
+    assert set(pids) == {0, 1}
+    os.kill(pids[0], signal.SIGKILL)
+    c = httpx.Client(base_url=srv.url, timeout=10)
+    deadline = time.monotonic() + RESTART_BOUND_S
+    while time.monotonic() < deadline:
+        now = workers_of(srv)
+        if now.get(0, pids[0]) != pids[0] and c.get("/readyz").status_code == 200:
+            break
+        time.sleep(0.05)
+    c.close()
+    now = workers_of(srv)
+    assert now[0] != pids[0]
+    assert now[1] == pids[1]
+    restarted = Path(f"/proc/{now[0]}/cmdline").read_bytes().split(b"\0")
+    assert restarted[1:4] == [b"-m", b"app.cluster.worker", b"0"]
