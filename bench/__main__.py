@@ -17,6 +17,7 @@ from collections.abc import Callable
 from bench import (
     batch,
     cluster,
+    deliver,
     events,
     filtered,
     growth,
@@ -117,7 +118,12 @@ def figures(s: scale.Scale) -> list[Figure]:
                 seconds=s.stream_seconds, streams=s.streams_open, probes=s.stream_probes
             ),
         ),
-        ("19", "cluster mode vs one node", cluster.run_figure),
+        (
+            "19",
+            "CPU a message delivered and acked vs batch send",
+            lambda: deliver.run_figure(seconds=s.deliver_seconds, rounds=s.deliver_rounds),
+        ),
+        ("20", "cluster mode vs one node", cluster.run_figure),
     ]
 
 

@@ -1,4 +1,4 @@
-"""Figure 19: cluster mode (docs/cluster.md) against one node, in the same run.
+"""Figure 20: cluster mode (docs/cluster.md) against one node, in the same run.
 
 Three sides are up at once: one node alone (``make run``), a cluster of 3 NATS servers
 and 3 nodes with JetStream's default fsync policy (``sync_interval`` 2 min), and the same
@@ -26,7 +26,7 @@ Then, on the default cluster:
   changelog records covered per second (the partition's snapshot, then the records after
   it) until the consumers it opened have read each subject up to where it ended.
 
-    python -m bench.cluster        (or python -m bench 19)
+    python -m bench.cluster        (or python -m bench 20)
     BENCH_CLUSTER_ROUNDS, BENCH_CLUSTER_FAILOVERS override the sizes.
 """
 
@@ -289,7 +289,7 @@ def rows(
             target = kind == "batch"
             out.append(
                 report.Row(
-                    "19",
+                    "20",
                     f"cluster {kind} send, {sync}",
                     f"{side.rate(kind):,.0f} msg/s",
                     f"one node {base.rate(kind):,.0f} msg/s",
@@ -303,7 +303,7 @@ def rows(
     fo = spread(took)
     out.append(
         report.Row(
-            "19",
+            "20",
             f"failover: owner SIGKILL to the next 201 ({len(took)} kills)",
             f"p50 {fo.p50:.2f} s, max {fo.max:.2f} s",
             "-",
@@ -324,7 +324,7 @@ def rows(
         )
     out.append(
         report.Row(
-            "19", "standby lag under a full-speed producer", lag_text, "-", "-", "-", None, lag_note
+            "20", "standby lag under a full-speed producer", lag_text, "-", "-", "-", None, lag_note
         )
     )
     if rebuilt is None:
@@ -333,7 +333,7 @@ def rows(
         records, secs = rebuilt
         text, note = f"{records / secs:,.0f} records/s", f"{records} records in {secs:.1f} s"
     out.append(
-        report.Row("19", "rebuild of a partition from the stream", text, "-", "-", "-", None, note)
+        report.Row("20", "rebuild of a partition from the stream", text, "-", "-", "-", None, note)
     )
     return out
 

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import cast
+from typing import Any, cast
 
 from storage import keys
 from storage.errors import PushedGroup, RocktimerError, StorageError
@@ -113,11 +113,13 @@ class Engine:
             self.clock,
             queue_size=config.writer_queue_size,
             on_commit=self._committed,
+            serve_waiting=self._serve_waiting,
             min_free_bytes=config.min_free_bytes,
             log_events=config.events,
             changelog=changelog,
         )
         self.put_queue: queue.Queue[Chunk] = queue.Queue(maxsize=config.put_queue_chunks)
+        self.deliverer = Deliverer(self.writer, self.put_queue)
         self.scanner = Scanner(
             self.store,
             self.writer,
@@ -125,8 +127,8 @@ class Engine:
             self.put_queue,
             chunk=config.scan_chunk,
             pace_ms=config.move_pace_ms,
+            deliverer=self.deliverer,
         )
-        self.deliverer = Deliverer(self.writer, self.put_queue)
         self.lag = DeliveryLag(
             self.clock,
             self.store,
@@ -198,6 +200,12 @@ class Engine:
         if self.config.events:
             workers.append(self.exporter)
         return [death for worker in workers if (death := worker.death()) is not None]
+
+    def _serve_waiting(
+        self, txn: Txn
+    ) -> list[tuple[Callable[[Txn], list[consume.Received]], asyncio.Future[Any]]]:
+        """The receives parked on the topics this batch woke, to run in it (Writer)."""
+        return [(p.receive, p.future) for p in self.long_polls.claim(txn.woken_topics)]
 
     def _committed(self, txn: Txn) -> None:
         if txn.min_new_due is not None:

@@ -144,6 +144,9 @@ class _Op:
     weight: int = 1  # messages it handles (GROUP_COMMIT_MAX_ITEMS)
     requests: int = 1  # client requests it answers (single sends sent together: several)
     move: bool = False  # moves due timers (the deliverer's op: see _take)
+    # A parked receive run in the batch that woke its topic (see serve_waiting): if the
+    # commit fails it answers empty (its receiver looks again), not with the error.
+    empty_on_failure: bool = False
 
 
 class _ClientQueue:
@@ -221,6 +224,8 @@ class Writer(_Loop):
         *,
         queue_size: int,
         on_commit: Callable[[Txn], None] | None = None,
+        serve_waiting: Callable[[Txn], list[tuple[Callable[[Txn], Any], asyncio.Future[Any]]]]
+        | None = None,
         min_free_bytes: int = 0,
         log_events: bool = True,
         changelog: Changelog | None = None,
@@ -241,6 +246,7 @@ class Writer(_Loop):
         self._meta: dict[bytes, bytes | None] = {}  # the meta values its commits left (Txn)
         self._next_disk_check_ms = 0
         self._on_commit = on_commit
+        self._serve_waiting = serve_waiting
         self._clients = _ClientQueue()
         self._internal: deque[_Op] = deque()
         self._follow_ups: list[_Op] = []  # batch lock holder only (see follow_up)
@@ -643,6 +649,20 @@ class Writer(_Loop):
         results: list[tuple[_Op, bool, Any]] = []
         try:
             results = self._run_ops(txn, ops)
+            if txn.woken_topics and not txn.sync and self._serve_waiting is not None:
+                # A batch that needs no fsync (a move of due timers, receives) and gave a
+                # topic something to read: the receives parked on it run in this same
+                # batch (they read its staged writes) and are answered by its commit: one
+                # write and one commit less per delivery than running them after it
+                # (follow_up). Their replies still go out only once the move is written.
+                served = [
+                    _Op(fn, False, future, empty_on_failure=True)
+                    for fn, future in self._serve_waiting(txn)
+                ]
+                if served:
+                    ops = [*ops, *served]
+                    self.follow_ups_run += len(served)
+                    results += self._run_ops(txn, served)
             if not txn.empty:
                 total = self.pending_timers + txn.pending_delta
                 txn.commit(total)  # unsynced: the syncer fsyncs (below)
@@ -657,7 +677,9 @@ class Writer(_Loop):
                 log.error("commit of %d ops failed: %s", len(ops), exc)
             else:
                 log.exception("commit of %d ops failed", len(ops))
-            results = [(op, False, exc) for op, _, _ in results]
+            results = [
+                (op, True, []) if op.empty_on_failure else (op, False, exc) for op, _, _ in results
+            ]
         else:
             try:
                 if self._on_commit is not None:

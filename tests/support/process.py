@@ -318,6 +318,27 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
 
 
+def tree(pid: int) -> list[int]:
+    """A process and all its descendants alive now (a partitioned server's supervisor, its
+    workers, their sealer children)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except (FileNotFoundError, ProcessLookupError):
+        return [pid]
+    return [pid] + [p for c in children for p in tree(int(c))]
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a process and all its descendants alive now."""
+    total = 0.0
+    for each in tree(pid):
+        try:
+            total += cpu_seconds(each)
+        except (FileNotFoundError, ProcessLookupError):  # exited meanwhile
+            continue
+    return total
+
+
 def workers_of(supervisor: int) -> dict[int, int]:
     """Worker index -> pid of a partitioned server's workers (app/cluster/): the
     supervisor's children, each known by the unix socket it listens on, ``w<index>.sock``."""
@@ -398,15 +419,17 @@ class RssSampler:
 
 
 class CpuMeter:
-    """CPU seconds used by the server and by this process (the load generator) over a span."""
+    """CPU seconds used by the server and by this process (the load generator) over a span.
+    ``tree``: the server's descendants too (a partitioned server's workers)."""
 
-    def __init__(self, server_pid: int) -> None:
+    def __init__(self, server_pid: int, *, tree: bool = False) -> None:
         self.server_pid = server_pid
+        self._cpu = tree_cpu_seconds if tree else cpu_seconds
         self._start = (0.0, 0.0, 0.0)
         self.server_s = self.client_s = self.wall_s = 0.0
 
     def __enter__(self) -> CpuMeter:
-        self._start = (cpu_seconds(self.server_pid), time.process_time(), time.monotonic())
+        self._start = (self._cpu(self.server_pid), time.process_time(), time.monotonic())
         return self
 
     def __exit__(
@@ -416,7 +439,7 @@ class CpuMeter:
         tb: TracebackType | None,
     ) -> None:
         server, client, wall = self._start
-        self.server_s = cpu_seconds(self.server_pid) - server
+        self.server_s = self._cpu(self.server_pid) - server
         self.client_s = time.process_time() - client
         self.wall_s = time.monotonic() - wall
 
