@@ -632,14 +632,31 @@ class Writer(_Loop):
             return self.changelog.refusal()
         return broken
 
+    def _check_disk(self) -> None:
+        if self.min_free_bytes and self.clock.now_ms() >= self._next_disk_check_ms:
+            self._next_disk_check_ms = self.clock.now_ms() + DISK_CHECK_MS
+            self.disk_low = self.store.free_bytes() < self.min_free_bytes
+
+    def _parked_receives(self, txn: Txn) -> list[_Op]:
+        """The receives parked on the topics this batch gave something to read, when it
+        needs no fsync (a move of due timers, receives): they run in this same batch (they
+        read its staged writes) and are answered by its commit: one write and one commit
+        less per delivery than running them after it (follow_up). Their replies still go
+        out only once the move is written."""
+        if not txn.woken_topics or txn.sync or self._serve_waiting is None:
+            return []
+        served = [
+            _Op(fn, False, future, empty_on_failure=True) for fn, future in self._serve_waiting(txn)
+        ]
+        self.follow_ups_run += len(served)
+        return served
+
     def _process_batch(self, ops: list[_Op]) -> None:
         broken = self._refusal()
         if broken is not None:
             _complete([(op, False, broken) for op in ops])
             return
-        if self.min_free_bytes and self.clock.now_ms() >= self._next_disk_check_ms:
-            self._next_disk_check_ms = self.clock.now_ms() + DISK_CHECK_MS
-            self.disk_low = self.store.free_bytes() < self.min_free_bytes
+        self._check_disk()
         with self._horizon:
             now = self.clock.now_ms()
             self._batch_now = now
@@ -649,20 +666,10 @@ class Writer(_Loop):
         results: list[tuple[_Op, bool, Any]] = []
         try:
             results = self._run_ops(txn, ops)
-            if txn.woken_topics and not txn.sync and self._serve_waiting is not None:
-                # A batch that needs no fsync (a move of due timers, receives) and gave a
-                # topic something to read: the receives parked on it run in this same
-                # batch (they read its staged writes) and are answered by its commit: one
-                # write and one commit less per delivery than running them after it
-                # (follow_up). Their replies still go out only once the move is written.
-                served = [
-                    _Op(fn, False, future, empty_on_failure=True)
-                    for fn, future in self._serve_waiting(txn)
-                ]
-                if served:
-                    ops = [*ops, *served]
-                    self.follow_ups_run += len(served)
-                    results += self._run_ops(txn, served)
+            served = self._parked_receives(txn)
+            if served:
+                ops = [*ops, *served]
+                results += self._run_ops(txn, served)
             if not txn.empty:
                 total = self.pending_timers + txn.pending_delta
                 txn.commit(total)  # unsynced: the syncer fsyncs (below)
