@@ -23,7 +23,7 @@ $(VENV)/.test-stamp: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@ $(VENV)/.run-stamp
 
-run: $(VENV)/.run-stamp  ## start the service on 127.0.0.1:8080, data under ./data
+run: $(VENV)/.run-stamp  ## start the service on 127.0.0.1:8080, data under ./data, one worker per core
 	$(PY) -m app
 
 test: $(VENV)/.test-stamp chromium fuse3 redis  ## the whole suite: unit, engine, end to end over real HTTP
@@ -73,6 +73,10 @@ CYCLES ?= 50
 crash: $(VENV)/.test-stamp  ## SIGKILL the real server under load CYCLES times; nothing acknowledged may be lost
 	$(PY) -m tools.crash_loop --cycles $(CYCLES)
 
+.PHONY: crash-cluster
+crash-cluster: $(VENV)/.test-stamp  ## SIGKILL a partition's owner in a local 3-NATS, 3-node cluster CYCLES times (tools/cluster_crash.py)
+	$(PY) -m tools.crash_loop --cluster --cycles $(CYCLES)
+
 CUTS ?= 200
 .PHONY: powerloss
 powerloss: $(VENV)/.test-stamp fuse3  ## cut the power under the real server CUTS times (SEED=n replays); nothing acknowledged may be lost
@@ -82,8 +86,8 @@ powerloss: $(VENV)/.test-stamp fuse3  ## cut the power under the real server CUT
 lock: $(VENV)/.test-stamp  ## re-pin requirements*.lock from pyproject.toml (UPGRADE=1: newest allowed)
 	$(PY) -m tools.lock $(if $(UPGRADE),--upgrade)
 
-compose-smoke: $(VENV)/.test-stamp  ## build and run the compose stack for real, then tear it down (needs Docker; PIPELINE=1 also runs the Spark jobs)
-	$(PY) -m tools.compose_smoke $(if $(PIPELINE),--pipeline)
+compose-smoke: $(VENV)/.test-stamp  ## build and run the compose stack for real, then tear it down (needs Docker; PIPELINE=1 also runs the Spark jobs, CLUSTER=1 the cluster profile)
+	$(PY) -m tools.compose_smoke $(if $(PIPELINE),--pipeline) $(if $(CLUSTER),--cluster)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

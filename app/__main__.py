@@ -1,5 +1,6 @@
 """``python -m app``: run the service with uvicorn: one process owning the store, or, for a
-partitioned data dir, a supervisor of worker processes (app/cluster/).
+partitioned data dir, a supervisor of worker processes (app/cluster/), or, with
+ROCKTIMER_CLUSTER, a node of a cluster (app/cluster/node.py).
 
 What can go wrong at start is said in one line on stderr, never a traceback: a bad
 setting (naming the variable and what it accepts), a data dir another process holds, a
@@ -31,6 +32,7 @@ from app.http import BoundedHeaders
 from app.main import create_app
 from storage.errors import StorageError
 from workers.engine import Engine, EngineConfig
+from workers.writer import Changelog
 
 GC_GEN0_THRESHOLD = 70_000
 GRACEFUL_SHUTDOWN_S = 5  # open long polls are answered at once; this bounds the rest
@@ -67,6 +69,8 @@ def _accepts(field: str) -> str:
     if field == "api_keys":
         return 'a JSON object {"<key>": "producer" | "consumer" | "admin", ...}'
     info = Settings.model_fields[field]
+    if info.description:
+        return info.description
     choices = getattr(info.annotation, "__args__", None)
     if choices and all(isinstance(c, str) for c in choices):
         return " | ".join(choices)
@@ -99,7 +103,8 @@ def describe(exc: ValidationError | SettingsError) -> str:
         where = ".".join(str(p) for p in err["loc"][1:])
         value: Any = err.get("input")
         subject = f"{_env(field)}={value!r}" if not where else f"{_env(field)} ({where!r})"
-        parts.append(f"{subject}: {err['msg']}; it accepts {_accepts(field)}")
+        reason = "not of that form" if err["type"] == "string_pattern_mismatch" else err["msg"]
+        parts.append(f"{subject}: {reason}; it accepts {_accepts(field)}")
     return "bad setting " + "; ".join(parts)
 
 
@@ -110,13 +115,19 @@ def load_settings() -> Settings:
         fail(describe(exc), EXIT_BAD_SETTING)
 
 
-def open_engine(settings: Settings, config: EngineConfig | None = None, share: int = 1) -> Engine:
+def open_engine(
+    settings: Settings,
+    config: EngineConfig | None = None,
+    share: int = 1,
+    changelog: Changelog | None = None,
+) -> Engine:
     """The engine on ``config`` (settings.engine if None), or one line and an exit.
-    ``share``: engines this process runs (app/cluster/), splitting RocksDB's memory."""
+    ``share``: engines this process runs (app/cluster/), splitting RocksDB's memory;
+    ``changelog``: its partition is replicated (cluster mode, app/cluster/replica/)."""
     config = config or settings.engine
     data_dir = config.data_dir
     try:
-        return Engine(config, memory_share=share)
+        return Engine(config, memory_share=share, changelog=changelog)
     except StorageError as exc:
         if "lock" in str(exc).lower():
             fail(
@@ -130,16 +141,23 @@ def open_engine(settings: Settings, config: EngineConfig | None = None, share: i
         fail(f"cannot use the data dir {data_dir}: {exc.strerror or exc}", EXIT_CANNOT_START)
 
 
-def resolve_layout(settings: Settings) -> Layout:
-    """The data dir's partitions and the worker processes to run, or one line and exit 2."""
+def resolve_layout(settings: Settings) -> tuple[Layout, str]:
+    """The data dir's partitions and the worker processes to run, and a line to log once
+    the start got past what can stop it (fewer workers than cores); or one line and exit 2."""
     try:
-        return layout.resolve(settings.data_dir, settings.partitions, settings.workers)
+        found, note = layout.resolve(
+            settings.data_dir,
+            settings.partitions,
+            settings.workers,
+            layout.default_workers(settings.port),
+        )
     except layout.LayoutError as exc:
         fail(str(exc), EXIT_BAD_SETTING)
     except OSError as exc:
         fail(
             f"cannot use the data dir {settings.data_dir}: {exc.strerror or exc}", EXIT_CANNOT_START
         )
+    return found, note
 
 
 def listen(settings: Settings) -> socket.socket:
@@ -153,15 +171,19 @@ def listen(settings: Settings) -> socket.socket:
         sock.bind((settings.host, settings.port))
     except OSError as exc:
         sock.close()
-        where = f"{settings.host}:{settings.port}"
-        if exc.errno == errno.EADDRINUSE:
-            fail(
-                f"cannot listen on {where}: another process holds the port (stop it, or set "
-                "ROCKTIMER_PORT to another port)",
-                EXIT_CANNOT_START,
-            )
-        fail(f"cannot listen on {where}: {exc.strerror or exc}", EXIT_CANNOT_START)
+        cannot_listen(settings, exc)
     return sock
+
+
+def cannot_listen(settings: Settings, exc: OSError) -> NoReturn:
+    where = f"{settings.host}:{settings.port}"
+    if exc.errno == errno.EADDRINUSE:
+        fail(
+            f"cannot listen on {where}: another process holds the port (stop it, or set "
+            "ROCKTIMER_PORT to another port)",
+            EXIT_CANNOT_START,
+        )
+    fail(f"cannot listen on {where}: {exc.strerror or exc}", EXIT_CANNOT_START)
 
 
 class Server(uvicorn.Server):
@@ -176,7 +198,9 @@ class Server(uvicorn.Server):
 
     def __init__(self, config: uvicorn.Config, settings: Settings, *engines: Engine) -> None:
         super().__init__(config)
-        self.engines = engines
+        self.engines = list(
+            engines
+        )  # a cluster node adds and removes its own (app/cluster/node.py)
         self.settings = settings
         self.worker_died = False
 
@@ -232,13 +256,21 @@ def server_config(app: ASGIApp, settings: Settings) -> uvicorn.Config:
 def main() -> None:
     settings = load_settings()
     logs.configure(settings.log_level, settings.log_format)
-    if (found := resolve_layout(settings)).partitions > 1:
+    if settings.cluster:
+        from app.cluster import node
+
+        node.run(settings)
+        return
+    found, note = resolve_layout(settings)
+    if found.partitions > 1:
         from app.cluster import supervisor
 
-        supervisor.run(settings, found)
+        supervisor.run(settings, found, note)
         return
     sock = listen(settings)
     engine = open_engine(settings)
+    if note:
+        log.info(note)
     app = create_app(settings, engine=engine)
     tune_gc()
     server = Server(server_config(app, settings), settings, engine)

@@ -20,6 +20,10 @@ ENGINE_DEFAULTS: dict[str, int] = {
     f.name: f.default for f in fields(EngineConfig) if isinstance(f.default, int)
 }
 
+# EngineConfig's fields that are settings: all but the partition, which the cluster sets
+# per engine (app/cluster/worker.py).
+ENGINE_SETTINGS: frozenset[str] = frozenset(f.name for f in fields(EngineConfig)) - {"partition"}
+
 MiB = 1024 * 1024
 TEN_YEARS_MS = 315_576_000_000  # 10 x 365.25 days, api.md's default maximum delay
 # The longest maximum delay a setting may ask for: every time a send or a schedule can
@@ -27,6 +31,8 @@ TEN_YEARS_MS = 315_576_000_000  # 10 x 365.25 days, api.md's default maximum del
 # at the year 9999) and a valid timer key, whatever the clock says.
 MAX_DELAY_LIMIT_MS = 10 * TEN_YEARS_MS
 DAY_MS = 86_400_000  # the longest interval a worker's period or a keep-alive may be set to
+# ROCKTIMER_CLUSTER: empty, or nats:// (or tls://) host:port URLs, comma-separated.
+CLUSTER_URLS = r"^$|^(nats|tls)://[^\s,/]+:[0-9]{1,5}(,(nats|tls)://[^\s,/]+:[0-9]{1,5})*$"
 
 
 class Role(enum.StrEnum):
@@ -41,12 +47,30 @@ class Settings(BaseSettings):
     host: str = defaults.HOST
     port: int = Field(defaults.PORT, ge=0, le=65535)
     # Worker processes on the one port, each owning some of the data dir's partitions
-    # (app/cluster/); 1 is one process as the engine was built for.
-    workers: int = Field(1, ge=1, le=256)
+    # (app/cluster/); 1 is one process as the engine was built for; 0: one per core the
+    # process may run on, at most the data dir's partitions (app/cluster/layout.py).
+    workers: int = Field(0, ge=0, le=256)
     # Partitions of a new data dir (then fixed, app/cluster/layout.py); 0: as the data dir
     # records, or one per worker for a new one.
     partitions: int = Field(0, ge=0, le=1_024)
     data_dir: str = "./data"
+    # Cluster mode (app/cluster/node.py): the NATS servers, comma-separated nats://host:port;
+    # empty: one machine, and NATS is never imported.
+    cluster: str = Field(
+        "", pattern=CLUSTER_URLS, description="nats://host:port URLs, comma-separated"
+    )
+    # This node's name in the cluster (required in cluster mode).
+    node_id: str = Field(
+        "", pattern=r"^[A-Za-z0-9_-]{0,64}$", description="up to 64 of A-Z a-z 0-9 _ -"
+    )
+    # Where the other nodes reach this node's HTTP; empty: host:port.
+    advertise: str = Field(
+        "", pattern=r"^([^\s:/\[\]]+|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}$|^$", description="host:port"
+    )
+    # JetStream replicas of the changelog and the cluster's KV buckets.
+    replicas: int = Field(3, ge=1, le=5)
+    # A partition owner's lease: renewed every quarter of it; a node silent this long is gone.
+    lease_ms: int = Field(4_000, ge=1_000, le=60_000)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
     access_log: bool = True  # one line per request at info (method, path, status, ms)
@@ -94,5 +118,6 @@ class Settings(BaseSettings):
 
     @cached_property
     def engine(self) -> EngineConfig:
-        """The engine's part of the settings: every EngineConfig field, by name."""
-        return EngineConfig(**{f.name: getattr(self, f.name) for f in fields(EngineConfig)})
+        """The engine's part of the settings: every EngineConfig field but the
+        partition, by name."""
+        return EngineConfig(**{name: getattr(self, name) for name in ENGINE_SETTINGS})

@@ -21,6 +21,7 @@ from storage.errors import (
     MessageConflict,
     MessageNotFound,
     Overloaded,
+    PartitionUnavailable,
     RocktimerError,
     StorageError,
     WriterStopped,
@@ -79,11 +80,6 @@ class Forbidden(RocktimerError):
 
 class Misdirected(RocktimerError):
     """Without API keys, a Host that is not a name of this service (421; app/origin.py)."""
-
-
-class PartitionUnavailable(RocktimerError):
-    """The worker process that owns a partition is not answering: it is being restarted
-    (503 + Retry-After; app/cluster/)."""
 
 
 class NotReady(RocktimerError):
@@ -154,12 +150,15 @@ def problem(
     detail: str,
     errors: Sequence[dict[str, Any]] | None = None,
     headers: dict[str, str] | None = None,
+    more: Mapping[str, Any] | None = None,
 ) -> Response:
+    """An RFC 9457 problem document; ``more``: its extension members."""
     body: dict[str, Any] = {
         "type": "about:blank",
         "title": title,
         "status": status,
         "detail": detail,
+        **(more or {}),
     }
     if errors:
         body["errors"] = list(errors)

@@ -196,6 +196,17 @@ class EngineCollector(Collector):
         yield histogram(
             "rocktimer_writer_batch_ops", "Ops per group commit (batch)", e.writer.batch_ops
         )
+        if (changelog := e.writer.changelog) is not None:  # cluster mode (docs/cluster.md)
+            yield CounterMetricFamily(
+                "rocktimer_changelog_records",
+                "Changelog records appended to JetStream (a group commit or several each)",
+                changelog.records,
+            )
+            yield histogram(
+                "rocktimer_changelog_append_seconds",
+                "A changelog record's publish to its JetStream acknowledgement",
+                changelog.append_seconds,
+            )
         yield from _push_families(self.pusher)
         yield self.requests.family()
 

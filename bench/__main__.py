@@ -16,6 +16,8 @@ from collections.abc import Callable
 
 from bench import (
     batch,
+    cluster,
+    deliver,
     events,
     filtered,
     growth,
@@ -116,11 +118,18 @@ def figures(s: scale.Scale) -> list[Figure]:
                 seconds=s.stream_seconds, streams=s.streams_open, probes=s.stream_probes
             ),
         ),
+        (
+            "19",
+            "CPU a message delivered and acked vs batch send",
+            lambda: deliver.run_figure(seconds=s.deliver_seconds, rounds=s.deliver_rounds),
+        ),
+        ("20", "cluster mode vs one node", cluster.run_figure),
     ]
 
 
-# Minutes of Spark even at the quick size: run only when named (python -m bench 16) or full.
-OPT_IN = {"16"}
+# Minutes of Spark even at the quick size, and minutes of 7 NATS servers and nodes with 20
+# owner kills: run only when named (python -m bench 16 19) or full.
+OPT_IN = {"16", "19"}
 
 
 def main(argv: list[str]) -> None:

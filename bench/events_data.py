@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from storage.event_table import SCHEMA
+from storage.event_table import SEGMENT_SCHEMA
 
 SEGMENT_EVENTS = 1_000_000  # events per Parquet segment, as the exporter seals them
 EVENTS_PER_MESSAGE = 4.17
@@ -100,7 +100,9 @@ def write(
         events_ = _messages(rng, first, n, start_ms, span_ms)
         count = events_.num_rows
         seqs = pa.array(np.arange(seq + 1, seq + count + 1, dtype=np.int64))
-        table = events_.add_column(0, "seq", seqs).select(SCHEMA.names).cast(SCHEMA)
+        parts = pa.array(np.zeros(count, dtype=np.int32))  # one partition's, as one process's
+        table = events_.add_column(0, "seq", seqs).append_column("partition", parts)
+        table = table.select(SEGMENT_SCHEMA.names).cast(SEGMENT_SCHEMA)
         pq.write_table(table, out / f"part-{seq + 1}-{seq + count}.parquet", compression="zstd")
         seq += count
     return seq

@@ -17,22 +17,31 @@ server and data dir, so none inherits another's store. The producer and consumer
 ``LOAD_LEAD_S`` before the first timer is due, so the server is saturated by then, and
 only what completes inside the window (first due time to last) counts as throughput.
 
+With BENCH_ONTIME_WORKERS=2 every phase's server runs 2 worker processes on 2 partitions,
+and the timers' topic belongs to one worker, the producer's and the consumers' to the
+other: the figure then says what partitions buy a timer topic whose worker is not the
+one saturated. The same run then also measures figure 6's Redis Lua poller on the same
+schedule (a fresh redis-server, where installed): due -> consumer beside it.
+
     python -m bench.ontime
+    BENCH_ONTIME_WORKERS=2 python -m bench.ontime
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
-from bench import lateness, loader, receive, report, scale, stalls
+from bench import lateness, loader, receive, redis_alt, report, scale, stalls
 from bench.client import Connection, HttpError, Response, build_request, run
 from bench.stats import Spread, spread
 from tests.support import process
@@ -49,6 +58,7 @@ HTTP_TIMEOUT_S = 30.0
 TARGET_P99_MS = 10.0
 TARGET_MAX_MS = 50.0
 TARGET_RATIO = 0.8  # a load's throughput under the timers, against itself alone
+WORKERS = int(os.environ.get("BENCH_ONTIME_WORKERS", "1"))
 
 _201 = b'"status":201'
 
@@ -177,7 +187,7 @@ async def drive(
     window = Window(start, start + seconds)
     produced, consumed = Throughput(), Throughput()
     recorder = lateness.Recorder()
-    meter = process.CpuMeter(pid)
+    meter = process.CpuMeter(pid, tree=True)
 
     async def loads() -> None:
         await asyncio.sleep(max(0.0, window.start - LOAD_LEAD_S - time.time()))
@@ -211,12 +221,29 @@ async def drive(
     )
 
 
-def phase(plan: Plan, *, seconds: float, rate: int, preload: int) -> PhaseResult:
+def server_env(workers: int) -> dict[str, str]:
+    """The server's settings for ``workers`` processes: as many partitions, the timers'
+    topic owned by another worker than the producer's and the consumers' topics."""
+    if workers == 1:
+        return {}
+    timers = zlib.crc32(lateness.TOPIC.encode()) % workers
+    loads = {zlib.crc32(t.encode()) % workers for t in (PRODUCE_TOPIC, WORK_TOPIC)}
+    if timers in loads:
+        raise SystemExit(
+            f"bench.ontime: with {workers} workers the timers' topic {lateness.TOPIC!r} shares "
+            f"a worker with {PRODUCE_TOPIC!r} or {WORK_TOPIC!r}; pick other names"
+        )
+    return {"ROCKTIMER_WORKERS": str(workers), "ROCKTIMER_PARTITIONS": str(workers)}
+
+
+def phase(
+    plan: Plan, *, seconds: float, rate: int, preload: int, workers: int = WORKERS
+) -> PhaseResult:
     """One plan on a fresh server and data dir."""
     print(f"[bench] figure 10: {plan.name} ...", file=sys.stderr, flush=True)
     with (
         tempfile.TemporaryDirectory(prefix="rocktimer-bench-ontime-") as tmp,
-        process.service(Path(tmp)) as service,
+        process.service(Path(tmp), server_env(workers)) as service,
     ):
         return run(
             lambda: drive(
@@ -231,16 +258,22 @@ class OnTimeRun:
     producer: PhaseResult
     consumers: PhaseResult
     loaded: tuple[PhaseResult, ...]  # (a), (b), (c)
+    workers: int = 1
+    redis: redis_alt.Lateness | None = None  # the Lua poller on the same schedule, same run
 
 
 def measure(
-    *, seconds: float, rate: int = lateness.RATE_PER_S, consume_ceiling: int = CONSUME_RATE_CEILING
+    *,
+    seconds: float,
+    rate: int = lateness.RATE_PER_S,
+    consume_ceiling: int = CONSUME_RATE_CEILING,
+    workers: int = WORKERS,
 ) -> OnTimeRun:
     """``consume_ceiling``: msg/s the solo consumers could reach (sizes their preload)."""
     solo_preload = int(consume_ceiling * (seconds + LOAD_LEAD_S))
 
     def measured(plan: Plan, preload: int) -> PhaseResult:
-        return phase(plan, seconds=seconds, rate=rate, preload=preload)
+        return phase(plan, seconds=seconds, rate=rate, preload=preload, workers=workers)
 
     consumers = measured(SOLO_CONSUMERS, solo_preload)
     rate_alone = consumers.consumed.rate(seconds)
@@ -248,7 +281,13 @@ def measure(
     producer = measured(SOLO_PRODUCER, 0)
     timers = measured(SOLO_TIMERS, 0)
     loaded = tuple(measured(plan, preload) for plan in LOADED)
-    return OnTimeRun(timers, producer, consumers, loaded)
+    redis = None
+    if workers > 1 and (binary := process.redis_server_binary()) and not redis_alt.unavailable():
+        print("[bench] figure 10: Redis Lua poller ...", file=sys.stderr, flush=True)
+        redis = redis_alt.measure_lateness(
+            binary, rate=rate, seconds=seconds, load_rate=loader.LOAD_RATE_FLOOR
+        )
+    return OnTimeRun(timers, producer, consumers, loaded, workers, redis)
 
 
 def _p99_ratio(measured: Spread, alone: Spread) -> str:
@@ -316,11 +355,38 @@ def _rate_row(
     )
 
 
+def _redis_rows(run_: OnTimeRun, rate: int) -> list[report.Row]:
+    """Due -> consumer with the load on the other worker, beside the Redis poller's."""
+    redis = run_.redis
+    if redis is None:
+        return []
+    rows = []
+    for result in (run_.timers, *run_.loaded[:2]):
+        mine = result.to_consumer
+        rows.append(
+            report.Row(
+                "10",
+                f"due -> long-polling consumer, {run_.workers} workers, the load on the other "
+                f"one: {result.plan.name}",
+                mine.ms(1),
+                f"Redis Lua poller (b) {redis.to_receiver.ms(1)}",
+                f"p99 x{mine.p99 / redis.to_receiver.p99:.1f} Redis"
+                if redis.to_receiver.p99 > 0
+                else "n/a",
+                "p99 <= Redis's",
+                mine.p99 <= redis.to_receiver.p99 and result.complete,
+                f"Redis {redis.received:,}/{redis.expected:,} received; {redis.cpu}",
+            )
+        )
+    return rows
+
+
 def rows(run_: OnTimeRun, rate: int = lateness.RATE_PER_S) -> list[report.Row]:
     a, b, c = run_.loaded
     producer, consumers = run_.producer, run_.consumers
     return [
         *_lateness_rows(run_, rate),
+        *_redis_rows(run_, rate),
         _rate_row("producer", a, producer, a.produced, producer.produced, rate),
         _rate_row("producer", c, producer, c.produced, producer.produced, rate),
         _rate_row("consumers", b, consumers, b.consumed, consumers.consumed, rate),

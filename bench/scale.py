@@ -36,6 +36,8 @@ class Scale:
     stream_seconds: float  # figure 18: how long 5k timers/s fall due for one stream
     streams_open: int  # figure 18: streams held open at once
     stream_probes: int  # figure 18: single messages due on one of the open streams
+    deliver_seconds: float  # figure 19: each delivery round's window of 5k timers/s
+    deliver_rounds: int  # figure 19: rounds (batch, stream, long poll each)
 
 
 QUICK = Scale(
@@ -57,6 +59,8 @@ QUICK = Scale(
     stream_seconds=30,
     streams_open=2_000,
     stream_probes=500,
+    deliver_seconds=4,
+    deliver_rounds=3,
 )
 FULL = Scale(
     name="full",
@@ -77,6 +81,8 @@ FULL = Scale(
     stream_seconds=60,
     streams_open=2_000,
     stream_probes=2_000,
+    deliver_seconds=10,
+    deliver_rounds=6,
 )
 
 _INT_OVERRIDES = {

@@ -1,13 +1,19 @@
 """Batch sends over several topics: one process (ROCKTIMER_WORKERS=1) against two worker
 processes on two partitions (ROCKTIMER_WORKERS=2), both up at once, in alternating rounds.
 
-Four keep-alive connections each send figure 2's batch of 1000 one-hour timers to a topic
-of their own, back to back, for WINDOW_BATCHES batches a connection; two of the topics
-belong to partition 0, two to partition 1, so with two workers each worker owns the
-topics of two connections (and relays whatever the kernel handed it for the others).
-Each round loads one server, then the other (order alternating); messages stored per
-second and the CPU of each server's whole process tree (workers, sealer children) a
-message, over the rounds.
+Four topics, each loaded as figure 2 loads its one: two keep-alive connections sending
+batches of 1000 one-hour timers back to back (one request is parsed while the other waits
+for its fsync), WINDOW_BATCHES batches a topic; two of the topics belong to partition 0,
+two to partition 1, so with two workers each owns two topics (and relays whatever the
+kernel handed it for the others). Each round loads one server, then the other (order
+alternating); messages stored per second, the CPU of each server's whole process tree
+(workers, sealer children) a message, and the cores each side's server and this client
+used over their windows: a server that is not given its cores (a shared machine) reads
+below its scaling, and one worker idle while the other works would show there.
+
+Idle memory, both started on an empty data dir and left IDLE_S: PSS (/proc/<pid>/smaps_rollup)
+summed over each server's processes — the supervisor and the workers, whose pages forked
+from the supervisor are shared (PSS counts a shared page once over its sharers).
 
     python -m bench.workers
 """
@@ -21,6 +27,7 @@ import statistics
 import tempfile
 import time
 import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import batch, loader
@@ -28,8 +35,9 @@ from bench.client import run
 from tests.support import process
 
 ROUNDS = int(os.environ.get("BENCH_WORKERS_ROUNDS", "8"))
-WINDOW_BATCHES = int(os.environ.get("BENCH_WORKERS_BATCHES", "10"))  # a connection, a round
+WINDOW_BATCHES = int(os.environ.get("BENCH_WORKERS_BATCHES", "20"))  # a topic, a round
 TOPICS = 4
+IDLE_S = 3.0
 
 
 def topics() -> list[str]:
@@ -45,15 +53,19 @@ def topics() -> list[str]:
     raise AssertionError("unreachable")
 
 
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of a process and all its descendants alive now."""
-    total = 0.0
-    try:
-        total += process.cpu_seconds(pid)
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except (FileNotFoundError, ProcessLookupError):
-        return total
-    return total + sum(tree_cpu(int(c)) for c in children)
+def pss_kib(pid: int) -> int:
+    """Proportional set size of a process and its descendants: each shared page counted
+    once over the processes sharing it."""
+    total = 0
+    for each in process.tree(pid):
+        try:
+            rollup = Path(f"/proc/{each}/smaps_rollup").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        total += next(
+            int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")
+        )
+    return total
 
 
 async def window(port: int, names: list[str], batches: int) -> tuple[int, float]:
@@ -67,7 +79,7 @@ async def window(port: int, names: list[str], batches: int) -> tuple[int, float]
                 port,
                 name,
                 itertools.repeat(body, batches),
-                concurrency=1,
+                concurrency=loader.BATCH_CONCURRENCY,
                 deadline_s=batch.RUN_TIMEOUT_S,
             )
             for name in names
@@ -76,33 +88,50 @@ async def window(port: int, names: list[str], batches: int) -> tuple[int, float]
     return sum(s.stored for s in done), time.monotonic() - started
 
 
-def compare(rounds: int = ROUNDS, batches: int = WINDOW_BATCHES) -> dict[str, list[float]]:
-    """Per side: [messages, seconds, cpu seconds, round rates...]."""
+@dataclass
+class Side:
+    sent: int = 0
+    seconds: float = 0.0
+    cpu_s: float = 0.0  # the server's, all its processes
+    client_s: float = 0.0  # this process's, over the same windows
+    pss_kib: int = 0  # idle, before the load
+    rates: list[float] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.sent / self.seconds
+
+
+ENVS = {
+    "1 worker": {"ROCKTIMER_WORKERS": "1"},
+    "2 workers": {"ROCKTIMER_WORKERS": "2", "ROCKTIMER_PARTITIONS": "2"},
+}
+
+
+def compare(rounds: int = ROUNDS, batches: int = WINDOW_BATCHES) -> dict[str, Side]:
     names = topics()
-    envs = {
-        "1 worker": {"ROCKTIMER_WORKERS": "1"},
-        "2 workers": {"ROCKTIMER_WORKERS": "2", "ROCKTIMER_PARTITIONS": "2"},
-    }
     with tempfile.TemporaryDirectory(prefix="rocktimer-bench-workers-") as tmp:
         servers = {}
         try:
-            for side, env in envs.items():
+            for side, env in ENVS.items():
                 work = Path(tmp) / side.replace(" ", "-")
                 work.mkdir()
                 servers[side] = process.service(work, env).start()
+            time.sleep(IDLE_S)
+            out = {side: Side(pss_kib=pss_kib(srv.pid)) for side, srv in servers.items()}
             for srv in servers.values():
                 run(lambda srv=srv: window(srv.port, names, 2))  # type: ignore[misc]
-            out: dict[str, list[float]] = {side: [0, 0, 0] for side in servers}
             order = list(servers)
             for r in range(rounds):
                 for side in order if r % 2 == 0 else reversed(order):
-                    srv = servers[side]
-                    cpu = tree_cpu(srv.pid)
+                    srv, got = servers[side], out[side]
+                    cpu, mine = process.tree_cpu_seconds(srv.pid), time.process_time()
                     sent, secs = run(lambda srv=srv: window(srv.port, names, batches))  # type: ignore[misc]
-                    out[side][0] += sent
-                    out[side][1] += secs
-                    out[side][2] += tree_cpu(srv.pid) - cpu
-                    out[side].append(sent / secs)
+                    got.sent += sent
+                    got.seconds += secs
+                    got.cpu_s += process.tree_cpu_seconds(srv.pid) - cpu
+                    got.client_s += time.process_time() - mine
+                    got.rates.append(sent / secs)
             return out
         finally:
             for srv in servers.values():
@@ -112,14 +141,18 @@ def compare(rounds: int = ROUNDS, batches: int = WINDOW_BATCHES) -> dict[str, li
 def main() -> None:
     out = compare()
     print(f"{ROUNDS} rounds, {TOPICS} topics x {WINDOW_BATCHES} batches of 1000 a round")
-    for side, (sent, secs, cpu, *_) in out.items():
-        print(f"{side:>9}: {sent / secs:9,.0f} msg/s, server CPU {cpu / sent * 1e6:5.1f} µs a msg")
+    for side, got in out.items():
+        print(
+            f"{side:>9}: {got.rate:9,.0f} msg/s, server CPU {got.cpu_s / got.sent * 1e6:5.1f} µs "
+            f"a msg, server {got.cpu_s / got.seconds:.2f} cores, client "
+            f"{got.client_s / got.seconds:.2f}; idle PSS {got.pss_kib / 1024:.1f} MiB"
+        )
     one, two = out["1 worker"], out["2 workers"]
-    per_round = [b / a for a, b in zip(one[3:], two[3:], strict=True)]
-    overall = (two[0] / two[1]) / (one[0] / one[1])
+    per_round = [b / a for a, b in zip(one.rates, two.rates, strict=True)]
     print(
-        f"2 workers / 1: {overall:.2f} overall, {statistics.median(per_round):.2f} median "
-        f"of {len(per_round)} rounds (min {min(per_round):.2f}, max {max(per_round):.2f})"
+        f"2 workers / 1: {two.rate / one.rate:.2f} overall, {statistics.median(per_round):.2f} "
+        f"median of {len(per_round)} rounds (min {min(per_round):.2f}, max {max(per_round):.2f}); "
+        f"idle PSS {two.pss_kib / one.pss_kib:.2f}"
     )
 
 

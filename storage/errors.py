@@ -50,6 +50,13 @@ class WriterStopped(RocktimerError):
     """The writer is not running (starting up or shutting down)."""
 
 
+class PartitionUnavailable(WriterStopped):
+    """A partition is not served here right now: the worker process that owns it is being
+    restarted (app/cluster/), or in cluster mode this node no longer owns it (its changelog
+    append was refused, or its lease ran out: app/cluster/replica/). 503 + Retry-After;
+    the engine's own threads treat it as a stopped writer."""
+
+
 # --- what a request asked for cannot be done ---------------------------------------------
 
 

@@ -24,6 +24,7 @@ from storage.events import (
     N_ID_AT,
     N_TAG_AT,
     N_TOPIC_AT,
+    PARTITION_COLUMN,
     TAG_FLAG,
     VERSION,
 )
@@ -32,6 +33,11 @@ _ARROW_TYPES: Final = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.st
 SCHEMA: Final = pa.schema(
     [pa.field(name, _ARROW_TYPES[kind], nullable=nullable) for name, kind, nullable in COLUMNS]
 )
+# A sealed segment's (storage/events.py's SEGMENT_COLUMNS): the events' and the partition.
+PARTITION: Final = pa.field(
+    PARTITION_COLUMN[0], _ARROW_TYPES[PARTITION_COLUMN[1]], nullable=PARTITION_COLUMN[2]
+)
+SEGMENT_SCHEMA: Final = SCHEMA.append(PARTITION)
 
 
 _U8 = np.dtype("u1")
@@ -159,6 +165,12 @@ def _little(buf: Bytes, at: IntArray, width: int) -> IntArray:
 def _big_u64(buf: Bytes, at: IntArray) -> IntArray:
     raw = np.ascontiguousarray(buf[at[:, None] + _AT_8])
     return raw.view(">u8").ravel().astype(np.int64)
+
+
+def with_partition(table: pa.Table, partition: int) -> pa.Table:
+    """``table`` (decode's) with the partition column, the same on every row."""
+    rows = np.full(table.num_rows, partition, dtype=np.int32)
+    return table.append_column(PARTITION, _ints(pa.int32(), rows))
 
 
 def _ints(

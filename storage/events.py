@@ -84,6 +84,12 @@ COLUMNS: Final = (
     ("created_at_ms", "int64", True),
     ("tag", "string", True),
 )
+# A sealed segment's columns: the events' and, last, the data dir's partition they are of
+# (app/cluster/; 0 in a data dir of one partition), so (partition, seq) names an event
+# across a partitioned data dir's ``p<k>/events/``. A segment sealed before the column
+# existed has none: its events are partition 0's.
+PARTITION_COLUMN: Final = ("partition", "int32", False)
+SEGMENT_COLUMNS: Final = (*COLUMNS, PARTITION_COLUMN)
 
 
 class Staged:

@@ -277,6 +277,12 @@ def group_counts_key(topic: str, group: str) -> bytes:
 WATERMARK_KEY = b"timer-watermark"  # past the last moved span of timer keys
 RECEIPT_SECRET_KEY = b"receipt-secret"  # the MAC key of receipts (workers/rules/receipts.py)
 PENDING_KEY = b"pending-timers"
+# Cluster mode (app/cluster/replica/): the changelog seq a partition's copy holds up to, the
+# epoch of the last fence it applied, and a mark that an owner wrote to it (then it may hold
+# writes the changelog does not: it is rebuilt before it serves as a standby again).
+CHANGELOG_SEQ_KEY = b"changelog-seq"
+CHANGELOG_EPOCH_KEY = b"changelog-epoch"
+OWNED_MARK_KEY = b"changelog-owned"
 
 
 def trusted_watermark(watermark: bytes | None, now_ms: int) -> bytes:

@@ -12,6 +12,7 @@ from typing import Final, NamedTuple, cast
 from rocksdict import (
     BlockBasedOptions,
     Cache,
+    Checkpoint,
     DBCompressionType,
     Options,
     Rdict,
@@ -154,7 +155,9 @@ class RocksStore:
         """A random 32-byte secret kept in meta under ``key``: made (synced) on first use,
         the same across restarts, read once per process. Written here, not through a
         batch: so read only here, never by an op (the writer keeps the meta values its
-        batches read, storage/txn.py, and would not see this write)."""
+        batches read, storage/txn.py, and would not see this write). A replicated partition
+        (cluster mode) never makes one here: its copy gets the secret with the partition's
+        first fence record, the same on every node (app/cluster/replica/, workers/engine.py)."""
         cached = self._secrets.get(key)
         if cached is not None:
             return cached
@@ -309,6 +312,34 @@ class RocksStore:
         """Like ``write``, from range deletes and per-CF final values (None = delete)."""
         self._check_open()
         batch = WriteBatch(raw_mode=True)
+        self._stage(batch, ranges, staged)
+        self._commit(batch, sync)
+
+    def write_commits(
+        self,
+        commits: Iterable[tuple[Sequence[DeleteRange], dict[str, dict[bytes, bytes | None]]]],
+        extra: Sequence[Put],
+        *,
+        sync: bool,
+    ) -> None:
+        """Several ``write_staged`` calls' arguments, in order, and ``extra`` puts after
+        them, as one atomic WriteBatch (a standby applying changelog records with the seq
+        it applied up to: app/cluster/replica/)."""
+        self._check_open()
+        batch = WriteBatch(raw_mode=True)
+        for ranges, staged in commits:
+            self._stage(batch, ranges, staged)
+        handles = self._handles
+        for op in extra:
+            batch.put(op.key, op.value, handles[op.cf])
+        self._commit(batch, sync)
+
+    def _stage(
+        self,
+        batch: WriteBatch,
+        ranges: Sequence[DeleteRange],
+        staged: dict[str, dict[bytes, bytes | None]],
+    ) -> None:
         handles = self._handles
         for r in ranges:
             batch.delete_range(r.begin, r.end, handles[r.cf])
@@ -319,7 +350,6 @@ class RocksStore:
                     batch.delete(key, handle)
                 else:
                     batch.put(key, value, handle)
-        self._commit(batch, sync)
 
     def _commit(self, batch: WriteBatch, sync: bool) -> None:
         if self._db is None:
@@ -343,6 +373,17 @@ class RocksStore:
         except Exception as exc:
             self.failed = True
             raise StorageError(f"WAL sync failed: {exc}") from exc
+
+    def checkpoint(self, path: str) -> None:
+        """A consistent copy of the whole store in the new directory ``path`` (RocksDB's
+        checkpoint: its SSTs hard-linked, the memtables flushed first), openable as a
+        store of its own: a partition's snapshot (app/cluster/replica/snapshot.py)."""
+        if self._db is None:
+            raise StorageError("the store is not open (a reopen failed)")
+        try:
+            Checkpoint(self._db).create_checkpoint(path)
+        except Exception as exc:
+            raise StorageError(f"checkpoint failed: {exc}") from exc
 
     def compact(self, cf: str, begin: bytes | None, end: bytes | None) -> None:
         """Compact a key range so that its tombstones are dropped from disk."""

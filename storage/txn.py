@@ -307,6 +307,11 @@ class Txn:
                 self.meta.clear()
             self.meta.update(meta)
 
+    def written(self) -> tuple[list[DeleteRange], dict[str, dict[bytes, bytes | None]]]:
+        """What ``commit`` wrote: its ``write_staged`` arguments (a changelog record's
+        content in cluster mode). Not to be changed afterwards."""
+        return self._ranges, self._staged
+
     @property
     def empty(self) -> bool:
         return (

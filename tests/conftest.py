@@ -9,6 +9,7 @@ with ``running``; a test that kills its server takes ``fresh_server``.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,12 +19,17 @@ import pytest
 
 from tests.support.server import Server
 
+# The worker processes of the servers ``running`` starts: one process unless
+# ROCKTIMER_TEST_WORKERS says more (then a partitioned data dir of as many partitions), to
+# run the client, CLI and console tests against workers that relay and gather.
+WORKERS = os.environ.get("ROCKTIMER_TEST_WORKERS", "1")
+
 
 @contextmanager
 def running(data_dir: Path, env: dict[str, str] | None = None) -> Iterator[Server]:
     """A server on ``data_dir``, ready; stopped (or killed, if it will not stop) after. A
     server that starts but is not ready in time is killed, never left running."""
-    srv = Server(data_dir, env=env)
+    srv = Server(data_dir, env={"ROCKTIMER_WORKERS": WORKERS, **(env or {})})
     try:
         srv.start()
     except RuntimeError:

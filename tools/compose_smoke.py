@@ -111,7 +111,23 @@ def free_port() -> int:
         return port
 
 
-class Stack:
+class Endpoint:
+    """An HTTP API the smoke calls: the service, or one node of the cluster."""
+
+    def __init__(self, port: int) -> None:
+        self.http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=15)
+
+    def expect(self, method: str, path: str, status: int, body: object = None) -> dict[str, object]:
+        reply = self.http.request(method, path, json=body)
+        if reply.status_code != status:
+            raise Failed(
+                f"{method} {path}: {reply.status_code} {reply.text[:300]}, expected {status}"
+            )
+        result: dict[str, object] = reply.json() if reply.content else {}
+        return result
+
+
+class Stack(Endpoint):
     """One compose project of its own, on a free port, torn down with its volume."""
 
     def __init__(self, compose: list[str], base: str) -> None:
@@ -131,7 +147,7 @@ class Stack:
         }
         self.pipeline_dir = Path(tempfile.mkdtemp(prefix=f"{self.project}-"))
         self.env["ROCKTIMER_PIPELINE_DIR"] = str(self.pipeline_dir)
-        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=15)
+        super().__init__(self.port)
 
     def __call__(self, *args: str, timeout: float = 180) -> str:
         done = run([*self.compose, *args], self.env, timeout)
@@ -151,16 +167,16 @@ class Stack:
             raise Failed(f"the image did not build (exit {done.returncode}, output above)")
         return time.monotonic() - started
 
-    def container(self) -> str:
-        cid = self("ps", "-q", SERVICE).strip()
+    def container(self, service: str = SERVICE) -> str:
+        cid = self("--profile", "cluster", "ps", "-q", service).strip()
         if not cid:
-            raise Failed("no container for the service")
+            raise Failed(f"no container for {service}")
         return cid
 
-    def wait_healthy(self) -> float:
-        """Seconds from now until Docker's healthcheck says healthy."""
+    def wait_healthy(self, service: str = SERVICE) -> float:
+        """Seconds from now until Docker's healthcheck of ``service`` says healthy."""
         started = time.monotonic()
-        cid = self.container()
+        cid = self.container(service)
         while time.monotonic() - started < HEALTHY_TIMEOUT_S:
             state = run(
                 ["docker", "inspect", "-f", "{{.State.Status}} {{.State.Health.Status}}", cid]
@@ -169,9 +185,9 @@ class Stack:
             if health == "healthy":
                 return time.monotonic() - started
             if status in {"exited", "dead"} or health == "unhealthy":
-                raise Failed(f"container {status}/{health}: {self.logs()}")
+                raise Failed(f"{service} {status}/{health}: {self.logs(service)}")
             time.sleep(0.2)
-        raise Failed(f"not healthy in {HEALTHY_TIMEOUT_S} s: {self.logs()}")
+        raise Failed(f"{service} not healthy in {HEALTHY_TIMEOUT_S} s: {self.logs(service)}")
 
     def up(self) -> float:
         started = time.monotonic()
@@ -182,8 +198,10 @@ class Stack:
     def user(self) -> str:
         return run(["docker", "exec", self.container(), "id", "-un"]).stdout.strip()
 
-    def logs(self) -> str:
-        done = run([*self.compose, "logs", "--tail", "30", SERVICE], self.env)
+    def logs(self, service: str = SERVICE) -> str:
+        done = run(
+            [*self.compose, "--profile", "cluster", "logs", "--tail", "30", service], self.env
+        )
         return done.stdout[-3000:]
 
     def rss_mib(self) -> float:
@@ -193,15 +211,6 @@ class Stack:
             int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")
         )
         return kib / 1024
-
-    def expect(self, method: str, path: str, status: int, body: object = None) -> dict[str, object]:
-        reply = self.http.request(method, path, json=body)
-        if reply.status_code != status:
-            raise Failed(
-                f"{method} {path}: {reply.status_code} {reply.text[:300]}, expected {status}"
-            )
-        result: dict[str, object] = reply.json() if reply.content else {}
-        return result
 
     def image_mb(self, tag: str) -> float:
         return int(run(["docker", "image", "inspect", "-f", "{{.Size}}", tag]).stdout) / 1e6
@@ -216,7 +225,13 @@ class Stack:
             time.sleep(1)
 
     def down(self, volumes: bool) -> None:
-        self("down", "--timeout", "30", *(["--volumes", "--remove-orphans"] if volumes else []))
+        self(
+            *("--profile", "cluster", "--profile", "pipeline"),
+            "down",
+            "--timeout",
+            "30",
+            *(["--volumes", "--remove-orphans"] if volumes else []),
+        )
 
     def close(self, quiet: bool) -> None:
         """Tear down containers, network and volume; ``quiet``: while failing already."""
@@ -236,7 +251,7 @@ GROUP = f"{TOPIC}/groups/smoke"
 LATER = {"msg_id": "later", "body": "", "delay_ms": 3_600_000}  # pending for an hour
 
 
-def round_trip(stack: Stack) -> None:
+def round_trip(stack: Endpoint) -> None:
     """send → receive → ack, and a pending message (due in an hour) left behind."""
     stack.expect("POST", f"{TOPIC}/messages", 201, {"msg_id": "now", "body": "hello"})
     stack.expect("POST", f"{TOPIC}/messages", 201, LATER)
@@ -250,7 +265,7 @@ def round_trip(stack: Stack) -> None:
         raise Failed(f"ack answered {acked}")
 
 
-def still_there(stack: Stack, after: str) -> None:
+def still_there(stack: Endpoint, after: str) -> None:
     """The pending message is still scheduled, the acked one still acked."""
     later = stack.expect("GET", f"{TOPIC}/messages/later", 200).get("state")
     now = stack.expect("GET", f"{GROUP}/messages/now", 200).get("state")
@@ -320,13 +335,66 @@ def pipeline(stack: Stack) -> dict[str, float]:
     return figures
 
 
-def smoke(compose: list[str], base: str, with_pipeline: bool) -> dict[str, float]:
+NATS_SERVERS = ("nats1", "nats2", "nats3")
+NODES = ("node1", "node2", "node3")
+
+
+def cluster(stack: Stack) -> dict[str, float]:
+    """The `cluster` profile: 3 NATS servers, 3 nodes; a message sent through one node is
+    received through another and acked through the third; a node restarted, the cluster
+    still answers through every node and the pending message is still there."""
+    ports = {name: free_port() for name in NODES}
+    for name, port in ports.items():
+        stack.env[f"ROCKTIMER_{name.upper()}_PUBLISH"] = f"127.0.0.1:{port}"
+    started = time.monotonic()
+    stack("--profile", "cluster", "build", "nats1", "node1", timeout=BUILD_TIMEOUT_S)
+    figures = {"cluster_build_s": time.monotonic() - started}
+    say(f"cluster images built in {figures['cluster_build_s']:.1f} s")
+    started = time.monotonic()
+    stack("--profile", "cluster", "up", "--detach", *NATS_SERVERS, *NODES, timeout=300)
+    for name in NODES:
+        stack.wait_healthy(name)
+    figures["cluster_up_to_healthy_s"] = time.monotonic() - started
+    say(f"3 NATS servers and 3 nodes healthy {figures['cluster_up_to_healthy_s']:.1f} s after up")
+    nodes = [Endpoint(ports[name]) for name in NODES]
+    try:
+        nodes[0].expect("POST", f"{TOPIC}/messages", 201, {"msg_id": "now", "body": "hello"})
+        nodes[1].expect("POST", f"{TOPIC}/messages", 201, LATER)
+        got = nodes[1].expect(
+            "POST", f"{GROUP}/receive", 200, {"max_messages": 10, "wait_ms": 10_000}
+        )
+        messages = got.get("messages")
+        if not isinstance(messages, list) or [m["msg_id"] for m in messages] != ["now"]:
+            raise Failed(f"receive through node2 returned {got}, expected the message 'now'")
+        receipt = messages[0]["receipt"]
+        acked = nodes[2].expect("POST", f"{GROUP}/ack", 200, {"receipts": [receipt]})
+        if acked.get("results") != [{"receipt": receipt, "status": "acked"}]:
+            raise Failed(f"ack through node3 answered {acked}")
+        say("send (node1) → receive (node2) → ack (node3): ok")
+        started = time.monotonic()
+        stack("--profile", "cluster", "restart", "node1", timeout=120)
+        stack.wait_healthy("node1")
+        figures["node_restart_to_healthy_s"] = time.monotonic() - started
+        for node in nodes:
+            still_there(node, "a node's restart")
+        say("node1 restarted: every node still answers, both messages are there")
+    finally:
+        for node in nodes:
+            node.http.close()
+    return figures
+
+
+def smoke(
+    compose: list[str], base: str, with_pipeline: bool, with_cluster: bool = False
+) -> dict[str, float]:
     stack = Stack(compose, base)
     say(f"{' '.join(compose)}, base image {base}, project {stack.project}, port {stack.port}")
     try:
         figures = service(stack)
         if with_pipeline:
             figures |= pipeline(stack)
+        if with_cluster:
+            figures |= cluster(stack)
     except BaseException:
         stack.close(quiet=True)
         raise
@@ -339,11 +407,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--pipeline", action="store_true", help="also build the pipeline image and run its jobs"
     )
+    parser.add_argument(
+        "--cluster", action="store_true", help="also run the `cluster` profile (3 NATS, 3 nodes)"
+    )
     args = parser.parse_args(argv)
     try:
         compose = find_compose()
         base = base_image(os.environ.get("ROCKTIMER_BASE_IMAGE") or None)
-        figures = smoke(compose, base, args.pipeline)
+        figures = smoke(compose, base, args.pipeline, args.cluster)
     except Missing as missing:
         say(f"missing: {missing}")
         return 2

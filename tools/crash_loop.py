@@ -98,7 +98,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -259,6 +259,9 @@ class Summary:
     violations: list[Violation]
     errors: list[str]
     elapsed_s: float
+    # cluster mode (tools/cluster_crash.py): from each disruption until a send on the
+    # partitions it hit was answered 201 again
+    failover_s: list[float] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -291,6 +294,27 @@ class Summary:
             "cut short, never acknowledged); a repair or any other corruption is a violation",
             f"  restart to ready: max {max(ready):.2f}s, mean {sum(ready) / len(ready):.2f}s "
             f"over {len(self.ready_s)} starts (limit {READY_LIMIT_S:.0f}s)",
+            *(
+                [
+                    f"  failover (disruption to the next 201 on its partitions): "
+                    f"p50 {sorted(self.failover_s)[len(self.failover_s) // 2]:.2f}s, "
+                    f"max {max(self.failover_s):.2f}s over {len(self.failover_s)}",
+                    f"  cluster: {s['due_in_failover']} messages due during failovers, "
+                    f"{s['failover_probes']} probe sends, sends queued at a paused owner "
+                    "answered "
+                    + (
+                        ", ".join(
+                            f"{k.removeprefix('paused_owner_')}: {n}"
+                            for k, n in sorted(s.items())
+                            if k.startswith("paused_owner_")
+                        )
+                        or "-"
+                    )
+                    + f", {s['records_after_fence']} records after a new owner's fence",
+                ]
+                if self.failover_s
+                else []
+            ),
             f"  violations: {len(self.violations)}"
             + (f", run errors: {len(self.errors)}" if self.errors else ""),
         ]
@@ -325,7 +349,14 @@ class CrashLoop:
         self.server = Server(self.data_dir, env=SERVER_ENV)
         self.ready_s: list[float] = []
         self.kills_at_s: list[float] = []
+        self.failover_s: list[float] = []
         self.log_offset = 0
+        self.due_floor_ms = 0  # a due message may still be scheduled until this + DUE_GRACE_MS
+
+    @property
+    def url(self) -> str:
+        """Where the clients of the load and of the checks go."""
+        return self.server.url
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -345,8 +376,7 @@ class CrashLoop:
         except RunFailed as exc:
             self.ledger.error(str(exc))
         finally:
-            if self.server.proc is not None:
-                self.server.kill()
+            self.shutdown()
         summary = Summary(
             seed=self.config.seed,
             cycles=self.config.cycles,
@@ -357,10 +387,16 @@ class CrashLoop:
             violations=self.ledger.violations,
             errors=self.ledger.errors,
             elapsed_s=time.monotonic() - started,
+            failover_s=self.failover_s,
         )
         if summary.ok and self.own_dir and not self.config.keep:
             shutil.rmtree(self.data_dir.parent, ignore_errors=True)
         return summary
+
+    def shutdown(self) -> None:
+        """Whatever happened: no process of the run is left behind."""
+        if self.server.proc is not None:
+            self.server.kill()
 
     # --- one cycle -----------------------------------------------------------------------
 
@@ -385,22 +421,8 @@ class CrashLoop:
         kill_at = self.rng.uniform(MIN_KILL_S, self.config.load_s)
         self.kills_at_s.append(kill_at)
         self.ledger.prune(now_ms())
-        phase = Phase(self.server.url, self.ledger, cycle, time.monotonic() + self.config.load_s)
-        threads = [
-            *(
-                guarded(self.ledger, producer, phase, self.child_rng(), f"p{i}")
-                for i in range(PRODUCERS)
-            ),
-            guarded(self.ledger, canceller, phase, self.child_rng()),
-            guarded(self.ledger, consumer, phase, self.child_rng(), AUDIT),
-            *(
-                guarded(self.ledger, consumer, phase, self.child_rng(), WORK)
-                for _ in range(WORK_CONSUMERS)
-            ),
-        ]
-        if self.rng.random() < STORM_CHANCE:  # in the first half: most fall due before the kill
-            storm_at = self.rng.uniform(0, kill_at / 2)
-            threads.append(guarded(self.ledger, stormer, phase, self.child_rng(), storm_at))
+        phase = Phase(self.url, self.ledger, cycle, time.monotonic() + self.config.load_s)
+        threads = self.start_workers(phase, kill_at)
         worker_kill = None
         if self.config.workers > 1:  # one worker alone first, then the whole server
             at = self.rng.uniform(0, kill_at * 0.8)
@@ -419,6 +441,26 @@ class CrashLoop:
         phase.stop.set()
         self.join(threads)
         return kill_at
+
+    def start_workers(self, phase: Phase, kill_at: float) -> list[threading.Thread]:
+        """The load's worker threads, started: producers, a canceller, the consumers, and
+        most cycles a storm in the first half before ``kill_at``."""
+        threads = [
+            *(
+                guarded(self.ledger, producer, phase, self.child_rng(), f"p{i}")
+                for i in range(PRODUCERS)
+            ),
+            guarded(self.ledger, canceller, phase, self.child_rng()),
+            guarded(self.ledger, consumer, phase, self.child_rng(), AUDIT),
+            *(
+                guarded(self.ledger, consumer, phase, self.child_rng(), WORK)
+                for _ in range(WORK_CONSUMERS)
+            ),
+        ]
+        if self.rng.random() < STORM_CHANCE:  # in the first half: most fall due before the kill
+            storm_at = self.rng.uniform(0, kill_at / 2)
+            threads.append(guarded(self.ledger, stormer, phase, self.child_rng(), storm_at))
+        return threads
 
     def kill_one(self, pick: int) -> None:
         """SIGKILL one worker: the supervisor starts it again, the others go on serving."""
@@ -488,7 +530,7 @@ class CrashLoop:
                 self.ledger.violate("server-log", "-", "-", f"{marker.strip()}: {excerpt}")
 
     def put_group_settings(self) -> None:
-        with http(self.server.url) as c:
+        with http(self.url) as c:
             for topic in TOPICS:
                 for group in (AUDIT, WORK):
                     r = call(c, "PUT", group_path(topic, group), GROUP_SETTINGS)
@@ -499,7 +541,7 @@ class CrashLoop:
         """What a client does after its server came back: resend every unanswered send
         (same msg_id, same body), resend every cancel whose reply was lost."""
         ledger = self.ledger
-        with http(self.server.url) as c:
+        with http(self.url) as c:
             for m in ledger.unanswered():
                 before = call(c, "GET", messages_path(m.topic, m.msg_id))
                 if before is None:
@@ -541,7 +583,7 @@ class CrashLoop:
         delivered: list[Msg] = []
         cancelled: list[Msg] = []
         due: list[Msg] = []
-        with http(self.server.url) as c:
+        with http(self.url) as c:
             checked_at = now_ms()
             msgs = ledger.to_check(everything=final)
             if not final:  # a settled state must stay: a tombstone never fades, and so on
@@ -581,7 +623,7 @@ class CrashLoop:
         delivered: list[Msg] = []
         if not due:
             return delivered
-        deadline = max(m.deliver_at_ms or 0 for m in due) + DUE_GRACE_MS
+        deadline = max(self.due_floor_ms, *(m.deliver_at_ms or 0 for m in due)) + DUE_GRACE_MS
         while due:
             time.sleep(0.1)
             waiting: list[Msg] = []
@@ -612,7 +654,7 @@ class CrashLoop:
     ) -> None:
         """Consume ``groups`` acking everything until ``until()`` holds (and, with
         ``quiet``, nothing was received for QUIET_S), or ``timeout_s``."""
-        phase = Phase(self.server.url, self.ledger, 0, time.monotonic() + timeout_s, drain=True)
+        phase = Phase(self.url, self.ledger, 0, time.monotonic() + timeout_s, drain=True)
         threads = [guarded(self.ledger, consumer, phase, self.child_rng(), g) for g in groups]
         last, last_change = self.ledger.receives(), time.monotonic()
         while not phase.done():
@@ -627,10 +669,7 @@ class CrashLoop:
 
     def final(self) -> None:
         """Clean restart, everything due, drain, then the exact checks."""
-        code = self.server.terminate()
-        if code not in (0, -15):  # uvicorn re-raises SIGTERM after its graceful stop
-            self.ledger.violate("unclean-stop", "-", "-", f"SIGTERM exit code {code}")
-        self.start()
+        self.restart_clean()
         self.recover()
         ledger = self.ledger
         last_due = max((m.deliver_at_ms or 0 for m in ledger.to_check(everything=True)), default=0)
@@ -638,20 +677,38 @@ class CrashLoop:
         delivered = self.check(final=True)
         ledger.count("delivered", len(delivered))
         ledger.count("final_cancelled", sum(m.cancel is Cancel.OK for m in ledger.all_messages()))
-        with http(self.server.url) as c:
+        with http(self.url) as c:
             self.check_group_views(c, delivered)
             self.read_logs_once(c, delivered)
-            r = call(c, "GET", "/readyz")
+        for url in self.ready_urls():
+            with http(url) as c:
+                r = call(c, "GET", "/readyz")
             if r is None or r.status != 200:
-                raise RunFailed(f"/readyz at the end: {r}")
+                raise RunFailed(f"/readyz of {url} at the end: {r}")
             if r.body.get("pending_timers") != 0:
                 ledger.violate(
                     "pending-timers", "-", "-", f"/readyz says {r.body} with nothing scheduled"
                 )
-        code = self.server.terminate()
-        if code not in (0, -15):
-            ledger.violate("unclean-stop", "-", "-", f"SIGTERM exit code {code}")
+        self.stop_clean()
         self.check_logs()
+
+    def stopped(self, code: int | None) -> None:
+        """The exit code of a SIGTERM stop: 0, or uvicorn re-raising SIGTERM after its
+        graceful stop."""
+        if code not in (0, -15):
+            self.ledger.violate("unclean-stop", "-", "-", f"SIGTERM exit code {code}")
+
+    def ready_urls(self) -> list[str]:
+        """Whose /readyz must report no pending timer at the end."""
+        return [self.url]
+
+    def restart_clean(self) -> None:
+        """The final phase's clean stop (SIGTERM) and start."""
+        self.stopped(self.server.terminate())
+        self.start()
+
+    def stop_clean(self) -> None:
+        self.stopped(self.server.terminate())
 
     def check_group_views(self, c: httpx.Client, delivered: Sequence[Msg]) -> None:
         """A delivered message whose ack we never saw confirmed must be acked server-side."""
@@ -747,10 +804,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=None, help="default: a temp dir")
     parser.add_argument("--keep", action="store_true", help="keep the data dir after a clean run")
     parser.add_argument("--workers", type=int, default=1, help="ROCKTIMER_WORKERS (partitions)")
+    cluster = parser.add_argument_group(
+        "cluster mode", "3 NATS servers and --nodes rocktimer nodes (tools/cluster_crash.py)"
+    )
+    cluster.add_argument("--cluster", action="store_true", help="run against a cluster")
+    cluster.add_argument("--nodes", type=int, default=3)
+    cluster.add_argument(
+        "--disruptions",
+        default="kill-owner",
+        help="comma-separated, one per cycle in turn: kill-owner, pause-owner, kill-nats, "
+        "restart-node, restart-nats",
+    )
+    cluster.add_argument("--lease-ms", type=int, default=None, help="ROCKTIMER_LEASE_MS")
+    cluster.add_argument(
+        "--kills-per-cycle", type=int, default=1, help="kill-owner: owners killed under one load"
+    )
+    cluster.add_argument(
+        "--sync-interval", default=None, help="the NATS servers' sync_interval (e.g. always)"
+    )
     args = parser.parse_args(argv)
     if args.cycles < 1 or args.load_s <= MIN_KILL_S:
         parser.error(f"--cycles must be >= 1 and --load-s > {MIN_KILL_S}")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    if args.cluster:
+        from tools import cluster_crash
+
+        disruptions = tuple(d.strip() for d in args.disruptions.split(",") if d.strip())
+        if not set(disruptions) <= set(cluster_crash.DISRUPTIONS) or args.nodes < 2:
+            parser.error(f"--disruptions among {cluster_crash.DISRUPTIONS}, --nodes >= 2")
+        summary = cluster_crash.run(
+            cluster_crash.ClusterConfig(
+                args.cycles,
+                seed,
+                args.load_s,
+                args.data_dir,
+                args.keep,
+                nodes=args.nodes,
+                disruptions=disruptions,
+                lease_ms=args.lease_ms,
+                sync_interval=args.sync_interval,
+                kills_per_cycle=max(1, args.kills_per_cycle),
+            )
+        )
+        print(summary.report(), flush=True)
+        return 0 if summary.ok else 1
     summary = run(Config(args.cycles, seed, args.load_s, args.data_dir, args.keep, args.workers))
     print(summary.report(), flush=True)
     return 0 if summary.ok else 1

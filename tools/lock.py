@@ -60,6 +60,8 @@ LOCKS = (
     Lock(ROOT / "requirements-build.lock", (BUILD,)),
     Lock(ROOT / "requirements.lock", (RUNTIME,)),
     Lock(ROOT / "requirements-pipeline.lock", (RUNTIME, "pipeline")),
+    # The NATS server alone, for the NATS image of the compose profile `cluster`.
+    Lock(ROOT / "requirements-nats.lock", ("nats",)),
 )
 
 
@@ -128,19 +130,21 @@ def check(pyproject_path: Path = PYPROJECT) -> list[str]:
 
 
 def compile_lock(lock: Lock, pyproject: Mapping[str, Any], upgrade: bool) -> None:
-    """Run uv on pyproject.toml, or on the build requirements given on stdin."""
-    source = "-" if lock.sections == (BUILD,) else "pyproject.toml"
+    """Run uv on pyproject.toml (the runtime dependencies and extras), or, for a lock without
+    the runtime dependencies (the build system, the NATS server), on its sections'
+    requirements given on stdin."""
+    alone = RUNTIME not in lock.sections
     command = [
-        sys.executable, "-m", "uv", "pip", "compile", source,
-        *(arg for extra in lock.extras for arg in ("--extra", extra)),
+        sys.executable, "-m", "uv", "pip", "compile", "-" if alone else "pyproject.toml",
+        *(arg for extra in ([] if alone else lock.extras) for arg in ("--extra", extra)),
         "--universal", "--python-version", PYTHON_VERSION, "--generate-hashes",
         "--native-tls",  # the system's CA store: where TLS is re-signed, PyPI still verifies
         "--custom-compile-command", "make lock", "--quiet", "--output-file", lock.name,
         *(["--upgrade"] if upgrade else []),
     ]  # fmt: skip
-    build = "\n".join(section(pyproject, BUILD)) + "\n"
+    listed = "\n".join(line for name in lock.sections for line in section(pyproject, name))
     done = subprocess.run(
-        command, cwd=ROOT, input=build, text=True, capture_output=True, check=False
+        command, cwd=ROOT, input=listed + "\n", text=True, capture_output=True, check=False
     )
     if done.returncode != 0:
         raise SystemExit(f"make lock: uv failed for {lock.name}: {done.stderr.strip()}")

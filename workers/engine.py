@@ -11,10 +11,10 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import cast
+from typing import Any, cast
 
 from storage import keys
-from storage.errors import PushedGroup, RocktimerError
+from storage.errors import PushedGroup, RocktimerError, StorageError
 from storage.records import DeadLetter, MessageRecord
 from storage.store import CF, RocksStore
 from storage.txn import Txn
@@ -33,7 +33,13 @@ from workers.streams import Streams
 from workers.sweeper import Sweeper
 from workers.thread import OwnThread
 from workers.timers.schedule import Schedule
-from workers.writer import CONSUME_PART, CONSUME_WEIGHT, GROUP_COMMIT_MAX_ITEMS, Writer
+from workers.writer import (
+    CONSUME_PART,
+    CONSUME_WEIGHT,
+    GROUP_COMMIT_MAX_ITEMS,
+    Changelog,
+    Writer,
+)
 
 log = logging.getLogger("rocktimer.engine")
 
@@ -55,6 +61,9 @@ class EngineConfig:
     events_retention_ms: int = 7 * 86_400_000  # sealed segments are kept this long
     events_seal_process: bool = True  # seal in a child process (workers/sealer.py), not a thread
     due_backlog_limit_ms: int = 1_000  # deliveries this far behind: sends get 429
+    # The data dir's partition this engine serves (app/cluster/), in each sealed event:
+    # (partition, seq) names an event. Not a setting: the cluster sets it.
+    partition: int = 0
 
 
 ItemOutcome = messages.SendOutcome | Exception
@@ -79,12 +88,19 @@ class Engine:
         clock: Clock | None = None,
         *,
         memory_share: int = 1,
+        changelog: Changelog | None = None,
     ) -> None:
         """``memory_share``: how many engines this process runs (partitions, app/cluster/),
-        each taking that fraction of RocksDB's memory budgets (storage/store.py)."""
+        each taking that fraction of RocksDB's memory budgets (storage/store.py).
+        ``changelog``: the partition is replicated (cluster mode, workers/writer.py)."""
         self.config = config
         self.clock = clock or RealClock()
         self.store = RocksStore(config.data_dir, memory_share=memory_share)
+        if changelog is not None and self.store.get(CF.META, keys.RECEIPT_SECRET_KEY) is None:
+            # A replicated copy gets it from its partition's first fence (every node's copy
+            # the same): one made here would be this node's alone.
+            self.store.close()
+            raise StorageError(f"the partition copy at {config.data_dir} has no receipt secret")
         self.store.secret(keys.RECEIPT_SECRET_KEY)  # made now, before any worker runs
         self.long_polls = LongPolls()
         self.streams = Streams()
@@ -97,10 +113,13 @@ class Engine:
             self.clock,
             queue_size=config.writer_queue_size,
             on_commit=self._committed,
+            serve_waiting=self._serve_waiting,
             min_free_bytes=config.min_free_bytes,
             log_events=config.events,
+            changelog=changelog,
         )
         self.put_queue: queue.Queue[Chunk] = queue.Queue(maxsize=config.put_queue_chunks)
+        self.deliverer = Deliverer(self.writer, self.put_queue)
         self.scanner = Scanner(
             self.store,
             self.writer,
@@ -108,8 +127,8 @@ class Engine:
             self.put_queue,
             chunk=config.scan_chunk,
             pace_ms=config.move_pace_ms,
+            deliverer=self.deliverer,
         )
-        self.deliverer = Deliverer(self.writer, self.put_queue)
         self.lag = DeliveryLag(
             self.clock,
             self.store,
@@ -134,6 +153,7 @@ class Engine:
             retention_ms=config.events_retention_ms,
             behind=self.lag.age_ms,
             in_process=config.events_seal_process,
+            partition=config.partition,
         )
         # Push groups (app/push/pusher.py POSTs their messages), kept as their settings change.
         self.push_groups: dict[tuple[str, str], PushSettings] = views.push_groups(self.store)
@@ -180,6 +200,12 @@ class Engine:
         if self.config.events:
             workers.append(self.exporter)
         return [death for worker in workers if (death := worker.death()) is not None]
+
+    def _serve_waiting(
+        self, txn: Txn
+    ) -> list[tuple[Callable[[Txn], list[consume.Received]], asyncio.Future[Any]]]:
+        """The receives parked on the topics this batch woke, to run in it (Writer)."""
+        return [(p.receive, p.future) for p in self.long_polls.claim(txn.woken_topics)]
 
     def _committed(self, txn: Txn) -> None:
         if txn.min_new_due is not None:

@@ -60,6 +60,7 @@ class Exporter(Periodic):
         segment_rows: int = SEGMENT_ROWS,
         behind: Callable[[], int] | None = None,
         in_process: bool = True,
+        partition: int = 0,
     ) -> None:
         # At start at once: what a crash left behind is sealed first.
         super().__init__(clock, seal_ms, at_start=True)
@@ -71,6 +72,7 @@ class Exporter(Periodic):
         self.deferred_ms = 0  # how long rounds waited for deliveries, in all
         self._round_started = 0  # a round waits DEFER_MAX_MS from its start, at most
         self.root = os.path.join(store.path, EVENTS_DIR)
+        self.partition = partition  # the data dir's partition, a column of every segment
         self.sealed = 0  # segments written
         self.exported = 0  # events sealed
         self.rounds = 0  # exports run by the thread
@@ -133,7 +135,7 @@ class Exporter(Periodic):
             # exists, or a power cut could keep an event whose change it took away.
             self.store.sync_wal()
             rows = self.sealer.seal(
-                self.root, picked.entries, picked.day, picked.first, picked.last
+                self.root, picked.entries, picked.day, picked.first, picked.last, self.partition
             )
             end = keys.event_key(picked.last + 1)
             self.writer.call(partial(_forget, begin=picked.entries[0][0], end=end), durable=False)

@@ -1,12 +1,15 @@
-"""Long polls: a receiver that found nothing parks, and the commit that gives its topic
-something to read runs its receive at once, as the very next batch.
+"""Long polls: a receiver that found nothing parks, and the batch that gives its topic
+something to read runs its receive at once: in itself, or as the very next batch.
 
 Through the event loop alone, a delivery would reach a waiting consumer in three thread
 hops: the writer wakes the loop, the loop queues a receive for the writer, the writer wakes
 the loop again with the result; each hop waits for the GIL behind whatever else is running,
-and a long-polling consumer hears of a due message milliseconds late. So the commit's hook
-claims the parked receives of every topic it woke and whoever wrote that batch runs them
-next (Writer.follow_up); the loop hears back once, with the messages.
+and a long-polling consumer hears of a due message milliseconds late. So the parked
+receives of every topic a batch woke are claimed by whoever writes that batch: a batch
+that needs no fsync (a move of due timers) runs them in itself, after its own ops and
+before its commit, reading what it staged (Writer's serve_waiting); a durable one has its
+commit hook run them as the very next batch (Writer.follow_up). The loop hears back once,
+with the messages.
 
 A parked receive is claimed or cancelled exactly once, under one lock: the writer claims
 it (then its receive runs and its future gets the result), or the loop cancels it (time

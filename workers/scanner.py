@@ -1,4 +1,9 @@
-"""The scanner: finds due timer keys with one range scan and hands them to the deliverer.
+"""The scanner: finds due timer keys with one range scan and has them moved.
+
+A span of a few due timers (not a full chunk) found while the deliverer has nothing
+queued or in hand, it moves itself, on this thread (Deliverer.move_here): timers falling
+due at a steady rate are scanned, moved and handed to the consumers waiting for them in
+one turn of one thread. Full chunks (a storm) go to the deliverer through the put queue.
 
 It sleeps until the earliest timer key is due (or until the writer commits an earlier
 one), then scans ``[cursor, horizon]`` in chunks of ``chunk`` keys onto the bounded put
@@ -12,6 +17,7 @@ from __future__ import annotations
 import logging
 import queue
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from storage import keys
 from storage.errors import StorageError
@@ -20,6 +26,9 @@ from workers import gil
 from workers.clock import Clock
 from workers.thread import WorkerThread
 from workers.writer import Writer
+
+if TYPE_CHECKING:
+    from workers.deliverer import Deliverer
 
 log = logging.getLogger("rocktimer.scanner")
 
@@ -78,7 +87,10 @@ class Scanner(WorkerThread):
         put_queue: queue.Queue[Chunk],
         chunk: int = SCAN_CHUNK,
         pace_ms: int = MOVE_PACE_MS,
+        deliverer: Deliverer | None = None,
     ) -> None:
+        """``deliverer``: the one draining ``put_queue``; when given, small spans are moved
+        on this thread while it has nothing to do (see the module's doc)."""
         super().__init__()
         self.store = store
         self.writer = writer
@@ -86,6 +98,7 @@ class Scanner(WorkerThread):
         self.put_queue = put_queue
         self.chunk = chunk
         self.pace_ms = pace_ms
+        self.deliverer = deliverer
         self.cursor = _resume_cursor(store.get(CF.META, keys.WATERMARK_KEY), clock.now_ms())
         self.held = 0  # keys in hand right now (introspection for tests and metrics)
         self.held_due: int | None = None  # the due time of the first of them
@@ -166,9 +179,18 @@ class Scanner(WorkerThread):
             self.clock.wait(self._wake, self._paced_until)
 
     def _hand_over(self, found: Chunk) -> None:
+        deliverer = self.deliverer
+        if deliverer is not None and len(found) < self.chunk and deliverer.caught_up:
+            if deliverer.move_here(found, lambda: self.stopping):
+                self.cursor = keys.successor(found[-1][0])
+            elif not self.stopping:  # the writer stopped: the keys stay timers
+                self._stop.wait(STORAGE_RETRY_S)
+            return
         self.held_due = keys.read_u64(found[0][0])
         self.held = len(found)
         self.held_max = max(self.held_max, self.held)
+        if deliverer is not None:
+            deliverer.handing_over()
         while not self.stopping:
             try:
                 self.put_queue.put(found, timeout=0.1)
@@ -176,6 +198,8 @@ class Scanner(WorkerThread):
             except queue.Full:
                 continue
         else:
+            if deliverer is not None:
+                deliverer.handed_back()
             self.held, self.held_due = 0, None
             return  # stopping: these keys stay timers and are scanned again after restart
         self.cursor = keys.successor(found[-1][0])

@@ -43,9 +43,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # for ``-m``
 
 class Sealer(Protocol):
     def seal(
-        self, root: str, entries: list[tuple[bytes, bytes]], day: str, first: int, last: int
+        self,
+        root: str,
+        entries: list[tuple[bytes, bytes]],
+        day: str,
+        first: int,
+        last: int,
+        partition: int = 0,
     ) -> int:
-        """Write events ``first..last`` (the CF's ``entries``) as a segment; its rows."""
+        """Write events ``first..last`` (the CF's ``entries``) of the data dir's
+        ``partition`` as a segment; its rows."""
 
     def close(self) -> None: ...
 
@@ -57,12 +64,15 @@ def seal(
     first: int,
     last: int,
     give_way: Callable[[], None] | None = None,
+    partition: int = 0,
 ) -> int:
-    """Decode ``entries`` and write them as the segment of events ``first..last``;
-    ``give_way``: called between slices of the decoding (a thread beside the server)."""
+    """Decode ``entries`` and write them as the segment of events ``first..last`` of
+    ``partition``; ``give_way``: called between slices of the decoding (a thread beside
+    the server)."""
+    from storage.event_table import with_partition
     from workers import segments
 
-    table = decode(entries, give_way)
+    table = with_partition(decode(entries, give_way), partition)
     segments.write(root, table, day, first, last)
     return int(table.num_rows)
 
@@ -95,9 +105,15 @@ class ThreadSealer:
         self.give_way = give_way
 
     def seal(
-        self, root: str, entries: list[tuple[bytes, bytes]], day: str, first: int, last: int
+        self,
+        root: str,
+        entries: list[tuple[bytes, bytes]],
+        day: str,
+        first: int,
+        last: int,
+        partition: int = 0,
     ) -> int:
-        return seal(root, entries, day, first, last, self.give_way)
+        return seal(root, entries, day, first, last, self.give_way, partition)
 
     def close(self) -> None:
         pass
@@ -111,14 +127,20 @@ class ProcessSealer:
         self.started = 0  # children started, in all
 
     def seal(
-        self, root: str, entries: list[tuple[bytes, bytes]], day: str, first: int, last: int
+        self,
+        root: str,
+        entries: list[tuple[bytes, bytes]],
+        day: str,
+        first: int,
+        last: int,
+        partition: int = 0,
     ) -> int:
         proc = self.proc if self.proc is not None and self.proc.poll() is None else self._start()
         stdin, stdout = proc.stdin, proc.stdout
         if stdin is None or stdout is None:  # never: both are pipes
             raise OSError("the sealer process has no pipes")
         try:
-            _write(stdin, (root, entries, day, first, last))
+            _write(stdin, (root, entries, day, first, last, partition))
             status, value = _read(stdout)
         except (OSError, EOFError, pickle.UnpicklingError) as exc:
             self.close()
@@ -185,11 +207,12 @@ def serve(src: IO[bytes], out: IO[bytes]) -> None:
     """The child's loop: seal each request, answer, until ``src`` ends."""
     while True:
         try:
-            root, entries, day, first, last = _read(src)
+            root, entries, day, first, last, partition = _read(src)
         except EOFError:
             return
         try:
-            answer: tuple[str, object] = ("ok", seal(root, entries, day, first, last))
+            sealed = seal(root, entries, day, first, last, partition=partition)
+            answer: tuple[str, object] = ("ok", sealed)
         except Exception as exc:  # the exporter logs it and retries the segment
             answer = ("error", f"{type(exc).__name__}: {exc}")
         try:

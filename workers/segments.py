@@ -31,7 +31,7 @@ _DAY = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
 _TIME_COLUMN = 1  # event_time_ms, in storage/event_table.SCHEMA
 # Dictionaries only where values repeat: one for msg_id (all distinct) was built, found
 # too big and thrown away, for every page (it was 40 % of a segment's write time).
-DICTIONARY_COLUMNS = ["kind", "topic", "group", "tag"]
+DICTIONARY_COLUMNS = ["kind", "topic", "group", "tag", "partition"]  # partition: one value
 # Seqs and times that grow (or sit close together): deltas take ~1 byte, not 8 (the file
 # is under half the size, written in no more time; Spark reads DELTA_BINARY_PACKED).
 DELTA_COLUMNS = dict.fromkeys(

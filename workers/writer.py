@@ -2,7 +2,9 @@
 
 Requests queue up as ops (a function of a Txn). The writer takes every op waiting, runs
 each against one Txn and writes the Txn as one WriteBatch; ops that need no fsync are
-answered then, durable ones once the Syncer has fsynced the WAL behind it. Checks that
+answered then, durable ones once the Syncer has fsynced the WAL behind it (and, for a
+replicated partition in cluster mode, once the Changelog has the batch acknowledged: every
+batch is appended to it, and none is written once it refuses). Checks that
 must see the latest state (duplicate msg_id, cancelled, receipt valid) run inside the
 ops, here. Batches are written one at a time under a lock: by the writer thread, or, for
 an op submitted ``inline`` while the writer thread is idle, by the submitting thread, which
@@ -38,17 +40,18 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from storage.errors import (
     DiskFullError,
     Overloaded,
+    PartitionUnavailable,
     RocktimerError,
     StorageError,
     WriterStopped,
 )
 from storage.keys import PENDING_KEY, read_u64
-from storage.store import CF, RocksStore
+from storage.store import CF, DeleteRange, RocksStore
 from storage.txn import Txn
 from workers.clock import Clock
 from workers.histogram import Histogram
@@ -80,6 +83,29 @@ DISK_FULL_DETAIL = "the disk is nearly full: new messages are refused until spac
 BROKEN_STORE_DETAIL = "the store cannot write at the moment (disk full or I/O error)"
 BATCH_OPS_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, GROUP_COMMIT_MAX_ITEMS)
 FSYNC_BOUNDS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
+CHANGELOG_WAIT_S = 60.0  # longest a durable reply waits for its changelog record's ack: the
+# changelog itself fails its appends once its lease deadline passes (a few seconds); this
+# only bounds the wait should it not
+CHANGELOG_LOST = "the partition is not served right now: its changelog did not answer; retry"
+
+
+class Changelog(Protocol):
+    """Where a replicated partition's commits go besides its own store (cluster mode,
+    app/cluster/replica/). Every batch written is appended, in commit order; a durable
+    op is answered once the record holding its batch is acknowledged, as well as fsynced."""
+
+    records: int  # records appended so far (/metrics)
+    append_seconds: Histogram  # each record's publish to its ack (/metrics)
+
+    def refusal(self) -> Exception | None:
+        """Why no batch may be written now (this node no longer owns the partition), or
+        None. Checked before each batch: a deposed owner writes nothing more."""
+
+    def append(
+        self, ranges: Sequence[DeleteRange], staged: dict[str, dict[bytes, bytes | None]]
+    ) -> concurrent.futures.Future[int]:
+        """Queue one committed batch (the arguments of its ``write_staged``); the future
+        completes with the changelog seq of the record that holds it, or fails."""
 
 
 class _Loop(OwnThread, abc.ABC):
@@ -118,6 +144,9 @@ class _Op:
     weight: int = 1  # messages it handles (GROUP_COMMIT_MAX_ITEMS)
     requests: int = 1  # client requests it answers (single sends sent together: several)
     move: bool = False  # moves due timers (the deliverer's op: see _take)
+    # A parked receive run in the batch that woke its topic (see serve_waiting): if the
+    # commit fails it answers empty (its receiver looks again), not with the error.
+    empty_on_failure: bool = False
 
 
 class _ClientQueue:
@@ -195,11 +224,19 @@ class Writer(_Loop):
         *,
         queue_size: int,
         on_commit: Callable[[Txn], None] | None = None,
+        serve_waiting: Callable[[Txn], list[tuple[Callable[[Txn], Any], asyncio.Future[Any]]]]
+        | None = None,
         min_free_bytes: int = 0,
         log_events: bool = True,
+        changelog: Changelog | None = None,
     ) -> None:
+        """``changelog``: the partition is replicated (cluster mode): every batch is
+        appended to it, and none is written once it refuses."""
         super().__init__()
         self.store = store
+        self.changelog = changelog
+        # The append of the last batch written: an op that wrote nothing may answer from it.
+        self._last_append: concurrent.futures.Future[int] | None = None
         self.log_events = log_events  # stage events in each batch (workers/ops/events.py)
         self.clock = clock
         self.queue_size = queue_size
@@ -209,6 +246,7 @@ class Writer(_Loop):
         self._meta: dict[bytes, bytes | None] = {}  # the meta values its commits left (Txn)
         self._next_disk_check_ms = 0
         self._on_commit = on_commit
+        self._serve_waiting = serve_waiting
         self._clients = _ClientQueue()
         self._internal: deque[_Op] = deque()
         self._follow_ups: list[_Op] = []  # batch lock holder only (see follow_up)
@@ -586,14 +624,39 @@ class Writer(_Loop):
                 results.append((op, False, exc))
         return results
 
-    def _process_batch(self, ops: list[_Op]) -> None:
+    def _refusal(self) -> Exception | None:
+        """Why no batch may be written now: the store is broken, or (cluster mode) this
+        node no longer owns the partition."""
         broken = self._healthy_store()
-        if broken is not None:
-            _complete([(op, False, broken) for op in ops])
-            return
+        if broken is None and self.changelog is not None:
+            return self.changelog.refusal()
+        return broken
+
+    def _check_disk(self) -> None:
         if self.min_free_bytes and self.clock.now_ms() >= self._next_disk_check_ms:
             self._next_disk_check_ms = self.clock.now_ms() + DISK_CHECK_MS
             self.disk_low = self.store.free_bytes() < self.min_free_bytes
+
+    def _parked_receives(self, txn: Txn) -> list[_Op]:
+        """The receives parked on the topics this batch gave something to read, when it
+        needs no fsync (a move of due timers, receives): they run in this same batch (they
+        read its staged writes) and are answered by its commit: one write and one commit
+        less per delivery than running them after it (follow_up). Their replies still go
+        out only once the move is written."""
+        if not txn.woken_topics or txn.sync or self._serve_waiting is None:
+            return []
+        served = [
+            _Op(fn, False, future, empty_on_failure=True) for fn, future in self._serve_waiting(txn)
+        ]
+        self.follow_ups_run += len(served)
+        return served
+
+    def _process_batch(self, ops: list[_Op]) -> None:
+        broken = self._refusal()
+        if broken is not None:
+            _complete([(op, False, broken) for op in ops])
+            return
+        self._check_disk()
         with self._horizon:
             now = self.clock.now_ms()
             self._batch_now = now
@@ -603,9 +666,15 @@ class Writer(_Loop):
         results: list[tuple[_Op, bool, Any]] = []
         try:
             results = self._run_ops(txn, ops)
+            served = self._parked_receives(txn)
+            if served:
+                ops = [*ops, *served]
+                results += self._run_ops(txn, served)
             if not txn.empty:
                 total = self.pending_timers + txn.pending_delta
                 txn.commit(total)  # unsynced: the syncer fsyncs (below)
+                if self.changelog is not None:
+                    self._last_append = self.changelog.append(*txn.written())
                 self.pending_timers = total
                 self.cancels_committed += txn.cancels  # only after the write is visible
         except Exception as exc:  # any error, not only StorageError: one that escaped
@@ -615,7 +684,9 @@ class Writer(_Loop):
                 log.error("commit of %d ops failed: %s", len(ops), exc)
             else:
                 log.exception("commit of %d ops failed", len(ops))
-            results = [(op, False, exc) for op, _, _ in results]
+            results = [
+                (op, True, []) if op.empty_on_failure else (op, False, exc) for op, _, _ in results
+            ]
         else:
             try:
                 if self._on_commit is not None:
@@ -623,9 +694,10 @@ class Writer(_Loop):
             except Exception:  # a wake-up or a metric must never kill the writer
                 log.exception("after-commit hook failed")
             if txn.sync or any(op.durable for op in ops):
-                # Replies only once the WAL is fsynced: also a durable op that wrote
-                # nothing (a re-send) may be answering from a write not yet synced.
-                self._syncer.add(results)
+                # Replies only once the WAL is fsynced (and the changelog record
+                # acknowledged): also a durable op that wrote nothing (a re-send) may be
+                # answering from a write not yet synced.
+                self._syncer.add(results, self._last_append)
                 results = []
         finally:
             with self._horizon:
@@ -635,7 +707,16 @@ class Writer(_Loop):
         self.batches += 1
         self.ops_done += len(ops)
         self.batch_ops.observe(len(ops))
-        _complete(results)
+        _complete(self._unless_superseded(results))
+
+    def _unless_superseded(
+        self, results: list[tuple[_Op, bool, Any]]
+    ) -> list[tuple[_Op, bool, Any]]:
+        """The quick replies of a batch, failed if the partition was lost while it ran
+        (deposed, or a paused process past its lease): not answered from a copy another
+        node has taken over."""
+        late = self.changelog.refusal() if results and self.changelog is not None else None
+        return results if late is None else [(op, False, late) for op, _, _ in results]
 
 
 class Syncer(_Loop):
@@ -660,18 +741,23 @@ class Syncer(_Loop):
     def __init__(self, store: RocksStore) -> None:
         super().__init__()
         self.store = store
-        self._waiting: list[list[tuple[_Op, bool, Any]]] = []
+        self._waiting: list[_Synced] = []
         self._busy = False
         self.syncs = 0
         self.fsync_seconds = Histogram(FSYNC_BOUNDS_S)
 
-    def add(self, results: list[tuple[_Op, bool, Any]]) -> None:
-        """Answer these once the WAL is synced (from the writer, after their write)."""
+    def add(
+        self,
+        results: list[tuple[_Op, bool, Any]],
+        appended: concurrent.futures.Future[int] | None = None,
+    ) -> None:
+        """Answer these once the WAL is synced (from the writer, after their write), and
+        ``appended`` (their batch's changelog record, cluster mode) acknowledged."""
         with self._cond:
             if self._thread is None:  # not started (or stopped): sync right here
-                self._sync([results])
+                self._sync([(results, appended)])
                 return
-            self._waiting.append(results)
+            self._waiting.append((results, appended))
             self._cond.notify_all()
 
     def drain(self) -> None:
@@ -696,7 +782,7 @@ class Syncer(_Loop):
                     self._busy = False
                     self._cond.notify_all()
 
-    def _sync(self, batches: list[list[tuple[_Op, bool, Any]]]) -> None:
+    def _sync(self, batches: list[_Synced]) -> None:
         error: Exception | None = None
         if self.store.failed:
             error = StorageError(BROKEN_STORE_DETAIL)
@@ -709,8 +795,31 @@ class Syncer(_Loop):
             except Exception as exc:
                 log.error("WAL sync of %d batches failed: %s", len(batches), exc)
                 error = exc
-        for results in batches:
-            _complete(results if error is None else [(op, False, error) for op, _, _ in results])
+        # The changelog appends were sent at commit, so they ran during the fsync.
+        deadline = time.monotonic() + CHANGELOG_WAIT_S  # one bound for all of them
+        for results, appended in batches:
+            failed = error if error is not None else _replicated(appended, deadline)
+            _complete(results if failed is None else [(op, False, failed) for op, _, _ in results])
+
+
+_Synced = tuple[list[tuple[_Op, bool, Any]], "concurrent.futures.Future[int] | None"]
+
+
+def _replicated(
+    appended: concurrent.futures.Future[int] | None, deadline: float
+) -> Exception | None:
+    """None once the changelog record acknowledged (or there is no changelog), else why not
+    (waiting until the monotonic ``deadline`` at most)."""
+    if appended is None:
+        return None
+    try:
+        appended.result(timeout=max(0.0, deadline - time.monotonic()))
+    except concurrent.futures.TimeoutError:
+        log.error("no changelog ack within %.0f s", CHANGELOG_WAIT_S)
+        return PartitionUnavailable(CHANGELOG_LOST)
+    except Exception as exc:  # refused (deposed) or lost: the changelog says which
+        return exc if isinstance(exc, RocktimerError) else PartitionUnavailable(CHANGELOG_LOST)
+    return None
 
 
 def _quick_first(ops: list[_Op]) -> tuple[list[_Op], list[_Op]]:

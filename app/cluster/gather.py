@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
+from urllib.parse import parse_qs
 
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from app.cluster.relay import unavailable
+from app.defaults import PAGE_DEFAULT
+from app.wire import encode_cursor
 
 Part = Callable[[Scope, Receive, Send], Awaitable[None]]
 """Who answers for some partitions: a local partition's app, or another worker's relay."""
@@ -66,3 +69,27 @@ def unanswered(answers: Sequence[Answer | None]) -> Response | None:
         if answer.status != 200:
             return replay(answer)
     return None
+
+
+def merged_page(
+    pages: Sequence[dict[str, Any]], name: str, counts: tuple[str, ...], scope: Scope
+) -> dict[str, Any]:
+    """One page of names (topics, groups) from each partition's page of the first
+    ``limit`` after the cursor: by ``name``, one item per name with its ``counts`` summed
+    (a name in the merged first ``limit`` is in the page of every partition that has it),
+    the cursor the last name, so pages are stable across partitions."""
+    merged: dict[str, dict[str, Any]] = {}
+    for item in (i for p in pages for i in p["items"]):
+        have = merged.get(item[name])
+        if have is None:
+            merged[item[name]] = dict(item)
+        else:
+            for count in counts:
+                have[count] += item[count]
+    query = parse_qs(scope["query_string"].decode("latin-1"))
+    limit = int(query.get("limit", [PAGE_DEFAULT])[0])  # each partition checked it
+    items = [merged[key] for key in sorted(merged)]
+    page: dict[str, Any] = {"items": items[:limit]}
+    if len(items) > limit or any("next_cursor" in p for p in pages):
+        page["next_cursor"] = encode_cursor(str(items[limit - 1][name]).encode())
+    return page

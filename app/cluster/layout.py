@@ -87,15 +87,38 @@ def record(data_dir: str, partitions: int) -> None:
         os.close(fd)
 
 
-def resolve(data_dir: str, partitions: int, workers: int) -> Layout:
-    """The layout to run: ``partitions`` (ROCKTIMER_PARTITIONS; 0: as recorded, or one per
-    worker for a new data directory) checked against the record, which a new partitioned
-    data directory gets now."""
+def keep(layout: Layout) -> None:
+    """Record a partitioned data directory's P if it is new (the one-partition layout
+    records nothing: its store at the root says it)."""
+    if layout.partitions > 1 and recorded(layout.data_dir) is None:
+        record(layout.data_dir, layout.partitions)
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity: a container's cpuset too)."""
+    return len(os.sched_getaffinity(0))
+
+
+def default_workers(port: int) -> int:
+    """ROCKTIMER_WORKERS unset (0): one worker per core. On port 0 (any free port) one:
+    workers share the one port they all bind, which port 0 would make a different one per
+    worker and per restart."""
+    return 1 if port == 0 else cores()
+
+
+def resolve(data_dir: str, partitions: int, workers: int, default: int) -> tuple[Layout, str]:
+    """The layout to run, and a line to log when it runs fewer workers than ``default``;
+    nothing is written (``keep`` records a new partitioned data directory).
+
+    ``partitions`` (ROCKTIMER_PARTITIONS; 0: as recorded, or one per worker for a new data
+    directory) is checked against the record. ``workers`` (ROCKTIMER_WORKERS) above the
+    partitions is an error; 0 is ``default``, capped at the partitions: a data directory
+    made with fewer partitions (the one-partition layout of a one-process start) keeps
+    serving, one worker per partition."""
     have = recorded(data_dir)
+    wanted = workers or default
     if have is None:
-        have = partitions or workers
-        if have > 1:
-            record(data_dir, have)
+        have = partitions or wanted
     elif partitions and partitions != have:
         raise LayoutError(
             f"the data dir {data_dir} has {have} partition{'s' * (have > 1)}; "
@@ -107,4 +130,11 @@ def resolve(data_dir: str, partitions: int, workers: int) -> Layout:
             f"ROCKTIMER_WORKERS={workers} needs at least {workers} partitions; the data dir "
             f"{data_dir} has {have} (set ROCKTIMER_WORKERS to at most {have})"
         )
-    return Layout(data_dir, have, workers)
+    note = ""
+    if wanted > have:
+        note = (
+            f"the data dir {data_dir} has {have} partition{'s' * (have > 1)}: {have} worker "
+            f"process{'es' * (have > 1)}, not one per core ({wanted}); a data dir's partitions "
+            "are fixed when it is made (a new one gets one per worker)"
+        )
+    return Layout(data_dir, have, min(wanted, have)), note

@@ -1,5 +1,6 @@
 """The hop to a partition's owner: a request for a topic another worker owns is sent to that
-worker's private unix socket as HTTP/1.1 and its reply streamed back as it comes.
+worker's private unix socket as HTTP/1.1 (in cluster mode, to the owner node's advertised
+address over TCP) and its reply streamed back as it comes.
 
 The reply is relayed a piece at a time (a stream's events, a long poll's late answer), with
 the owner's status and headers as they are (less the hop-by-hop ones, which this side's
@@ -11,6 +12,11 @@ or that goes away before its reply began, is a 503 with Retry-After: never a han
 an answer from anyone else. One that goes away in the middle of a reply aborts the
 client's connection, so that a cut reply cannot pass for a whole one.
 
+An owner the caller learns is gone while its reply is awaited (``lost``: in cluster mode
+its lease passed to another node) is treated as one that went away: a 503 before the reply
+began, an aborted connection after (a long poll's or a stream's client sees it end, never
+a hang on an owner that is paused or cut off).
+
 Connections are kept alive and reused for a short while (uvicorn closes idle ones after 5
 s); a request is never sent twice.
 """
@@ -19,16 +25,18 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import cast
 
 import httptools
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from app.errors import PartitionUnavailable, render
+from app.errors import render
 from app.limits import BodyLimit
+from storage.errors import PartitionUnavailable
 
-CONNECT_TIMEOUT_S = 1.0  # a unix socket connects at once, or not at all
+CONNECT_TIMEOUT_S = 1.0  # a unix socket connects at once, or not at all; a LAN peer too
 IDLE_REUSE_S = 2.0  # an idle connection is reused this long after its last reply
 HIGH_WATER_BYTES = 1024 * 1024  # reply bytes held for a slow client before reading pauses
 # Hop-by-hop headers (RFC 9110 §7.6.1) and those each side's server writes itself.
@@ -121,14 +129,15 @@ class _Upstream(asyncio.Protocol):
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
 
-    async def changed(self, also: asyncio.Future[Message] | None = None) -> None:
-        """Until more of the reply (or its end, or a failure) arrived, or ``also`` is done."""
+    async def changed(self, *also: asyncio.Future[Message] | asyncio.Future[None]) -> None:
+        """Until more of the reply (or its end, or a failure) arrived, or one of ``also`` is
+        done."""
         self.waiter = asyncio.get_running_loop().create_future()
         try:
-            if also is None:
+            if not also:
                 await self.waiter
             else:
-                await asyncio.wait((self.waiter, also), return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait((self.waiter, *also), return_when=asyncio.FIRST_COMPLETED)
         finally:
             self.waiter = None
 
@@ -146,12 +155,18 @@ class _Upstream(asyncio.Protocol):
             self.transport.abort()
 
 
-def request_head(scope: Scope, body_length: int) -> bytes:
+def request_head(
+    scope: Scope, body_length: int, extra: Sequence[tuple[bytes, bytes]] = ()
+) -> bytes:
+    """The request's line and headers, less the hop-by-hop ones; ``extra`` replaces the
+    client's headers of the same names (the hop's own marks, app/cluster/node.py)."""
     target = scope.get("raw_path") or scope["path"].encode()
     if scope["query_string"]:
         target += b"?" + scope["query_string"]
+    dropped = REQUEST_DROPPED.union(n for n, _ in extra) if extra else REQUEST_DROPPED
     lines = [b"%s %s HTTP/1.1" % (scope["method"].encode(), target)]
-    lines += [b"%s: %s" % (n, v) for n, v in scope["headers"] if n not in REQUEST_DROPPED]
+    lines += [b"%s: %s" % (n, v) for n, v in scope["headers"] if n not in dropped]
+    lines += [b"%s: %s" % (n, v) for n, v in extra]
     lines.append(b"content-length: %d\r\n\r\n" % body_length)
     return b"\r\n".join(lines)
 
@@ -184,14 +199,17 @@ async def request_body(
 
 def unavailable(what: str) -> Response:
     return render(
-        PartitionUnavailable(f"{what} is not served right now (its worker is starting); retry")
+        PartitionUnavailable(
+            f"{what} is not served right now (its owner is starting or moving); retry"
+        )
     )
 
 
 class Relay:
-    """Requests to one owner worker, over its unix socket."""
+    """Requests to one owner: a worker over its unix socket (``address`` a path), or a
+    node over TCP (``address`` a ``(host, port)``)."""
 
-    def __init__(self, address: str, limit: BodyLimit) -> None:
+    def __init__(self, address: str | tuple[str, int], limit: BodyLimit) -> None:
         self.address = address
         self.limit = limit  # the owner's own limit, applied before the body is buffered
         self._idle: list[_Upstream] = []
@@ -206,7 +224,12 @@ class Relay:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                _, conn = await loop.create_unix_connection(lambda: _Upstream(self), self.address)
+                if isinstance(self.address, str):
+                    _, conn = await loop.create_unix_connection(
+                        lambda: _Upstream(self), self.address
+                    )
+                else:
+                    _, conn = await loop.create_connection(lambda: _Upstream(self), *self.address)
         except (OSError, TimeoutError) as exc:
             raise OwnerDown(f"cannot reach {self.address}: {exc}") from None
         return conn
@@ -220,16 +243,34 @@ class Relay:
         for conn in idle:
             conn.close()
 
-    async def forward(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Relay one request and its reply; OwnerDown if no reply began (nothing was sent
-        to the client then)."""
-        body = await request_body(self.limit, scope, receive, send)
-        if body is None:
-            return
+    async def _send(
+        self, scope: Scope, request: bytes, lost: asyncio.Future[None] | None
+    ) -> _Upstream:
+        """A connection to the owner, ``request`` written on it."""
+        if lost is not None and lost.done():
+            raise OwnerDown("the owner is gone")
         conn = await self._take()
         conn.begin(head_only=scope["method"] == "HEAD")
         assert conn.transport is not None
-        conn.transport.write(request_head(scope, len(body)) + body)
+        conn.transport.write(request)
+        return conn
+
+    async def forward(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        headers: Sequence[tuple[bytes, bytes]] = (),
+        lost: asyncio.Future[None] | None = None,
+    ) -> None:
+        """Relay one request and its reply; OwnerDown if no reply began (nothing was sent
+        to the client then). ``headers``: added to the request's; ``lost``: done when the
+        owner is known to be gone (its reply is not waited for any longer)."""
+        body = await request_body(self.limit, scope, receive, send)
+        if body is None:
+            return
+        conn = await self._send(scope, request_head(scope, len(body), headers) + body, lost)
         started = False
         gone: asyncio.Future[Message] | None = None  # the client's disconnect, once streaming
         try:
@@ -237,10 +278,13 @@ class Relay:
                 if not (conn.failed or conn.done or conn.body or (conn.head_done and not started)):
                     if started and gone is None:
                         gone = asyncio.ensure_future(receive())
-                    await conn.changed(gone)
+                    await conn.changed(*(f for f in (gone, lost) if f is not None))
                     if gone is not None and gone.done():
                         conn.close()  # the owner ends its side (a stream closes)
                         return
+                    if lost is not None and lost.done():
+                        conn.failed = True  # as if it had closed the connection
+                        conn.close()
                     continue
                 if conn.failed and not started:
                     conn.close()

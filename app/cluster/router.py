@@ -1,12 +1,13 @@
-"""A worker process's ASGI app: each request to the partition that answers it.
+"""A worker process's (or a cluster node's) ASGI app: each request to the partition that
+answers it, wherever its locator (app/cluster/locator.py) says that partition is.
 
 - ``/v1/topics/{topic}/...``: the topic's partition (``crc32(topic) % P``). A partition of
   this process answers it itself (that partition's app, create_app's, whole: its front
   door, its routes, its engine); another's is relayed to its owner (app/cluster/relay.py).
 - ``GET /v1/topics``, ``/readyz``, ``/metrics``, ``/v1/stats`` (the console's overview):
   gathered from every partition and merged.
-  A request on the private socket is another worker gathering: it gets this process's
-  partitions only.
+  A request relayed from another process is that process gathering: it gets this
+  process's partitions only.
 - ``/v1/topics/%DLQ%{group}/...``: a group's dead letters, kept on their source topics'
   partitions, read from all of them (app/cluster/dlq.py).
 - anything else (``/healthz``, ``/openapi.json``, ``/docs``, the console's files, ``/v1/me``)
@@ -17,41 +18,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import parse_qs
 
 import orjson
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import Metric
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from app.cluster.dlq import DeadLetters, kind
-from app.cluster.gather import Answer, Part, call, unanswered
-from app.cluster.layout import Layout, partition_of
-from app.cluster.relay import OwnerDown, Relay, unavailable
-from app.defaults import PAGE_DEFAULT
-from app.front import Service
-from app.wire import encode_cursor, json_response
+from app.cluster.gather import Answer, Part, call, merged_page, replay, unanswered
+from app.cluster.layout import partition_of
+from app.cluster.locator import Locator
+from app.cluster.relay import OwnerDown, unavailable
+from app.errors import RETRY_SOON, problem
+from app.limits import BodyLimit
+from app.wire import json_response
 from storage.keys import DLQ_PREFIX
 
 TOPICS = "/v1/topics"
 TOPIC_PREFIX = TOPICS + "/"
 PARTITION_LABEL = "partition"
+TOPIC_COUNTS = ("scheduled", "delivered", "cancelled")
 
 
 class Router:
-    def __init__(
-        self, layout: Layout, worker: int, apps: dict[int, Service], sockets: Sequence[str]
-    ) -> None:
-        self.layout = layout
-        self.worker = worker
-        self.apps = apps
-        self.first = apps[min(apps)]
-        limit = self.first.limit
-        self.relays = {w: Relay(sockets[w], limit) for w in range(layout.workers) if w != worker}
+    def __init__(self, locator: Locator, limit: BodyLimit) -> None:
+        self.locator = locator
         self.gathered: dict[str, Callable[[Scope, Receive, Send], Awaitable[None]]] = {
             TOPICS: self._topics,
             "/readyz": self._readyz,
@@ -59,13 +59,15 @@ class Router:
             "/v1/stats": self._stats,
         }
         self.dead_letters = DeadLetters(self, limit)
+        # This process's CPU, memory and files (prometheus_client's process_* series).
+        self.process = ProcessCollector(registry=None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             path: str = scope["path"]
             if path.startswith(TOPIC_PREFIX):
                 topic = path[len(TOPIC_PREFIX) :].partition("/")[0]
-                if topic.startswith(DLQ_PREFIX) and (what := kind(path)) != "own":
+                if topic.startswith(DLQ_PREFIX) and (what := kind(path, scope["method"])) != "own":
                     await self.dead_letters.answer(scope, receive, send, what)
                     return
                 if topic:
@@ -77,30 +79,27 @@ class Router:
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
-        await self.first(scope, receive, send)
-
-    @staticmethod
-    def _internal(scope: Scope) -> bool:
-        """Came in on the private unix socket (uvicorn gives a unix socket no port)."""
-        server = scope.get("server")
-        return server is not None and server[1] is None
+        if (part := self.locator.fallback(scope)) is None:
+            await unavailable("the service")(scope, receive, send)
+            return
+        try:
+            await part(scope, receive, send)
+        except OwnerDown:
+            await unavailable("the service")(scope, receive, send)
 
     async def _to_owner(self, topic: str, scope: Scope, receive: Receive, send: Send) -> None:
-        k = partition_of(topic, self.layout.partitions)
-        app = self.apps.get(k)
+        k = partition_of(topic, self.locator.partitions)
+        local = self.locator.local(scope)
+        app = None if local is None else local.get(k)
         if app is not None:
             await app(scope, receive, send)
-        else:
-            await self._relay(k, scope, receive, send)
-
-    async def _relay(self, k: int, scope: Scope, receive: Receive, send: Send) -> None:
-        owner = self.layout.owner(k)
-        relay = self.relays.get(owner)
-        if relay is None or self._internal(scope):  # never relayed twice
+            return
+        part = self.locator.owner(k, scope)
+        if part is None:
             await unavailable(f"partition {k}")(scope, receive, send)
             return
         try:
-            await relay.forward(scope, receive, send)
+            await part(scope, receive, send)
         except OwnerDown:
             await unavailable(f"partition {k}")(scope, receive, send)
 
@@ -109,30 +108,30 @@ class Router:
         await receive()  # lifespan.startup
         async with contextlib.AsyncExitStack() as stack:
             try:
-                for app in self.apps.values():
-                    await stack.enter_async_context(app.router.lifespan_context(app))
+                await stack.enter_async_context(self.locator.lifespan())
             except Exception as exc:
                 await send({"type": "lifespan.startup.failed", "message": repr(exc)})
                 return
             await send({"type": "lifespan.startup.complete"})
             await receive()  # lifespan.shutdown
-            for relay in self.relays.values():
-                relay.close()
         await send({"type": "lifespan.shutdown.complete"})
 
     # --- gathered from every partition ------------------------------------------------------
 
-    def parts(self, scope: Scope) -> list[Part]:
+    def parts(self, scope: Scope) -> list[Part | None]:
         """Who answers for which partitions, in a fixed order: each local partition's app,
-        then, for a client's request, each other worker (for its own partitions)."""
-        parts: list[Part] = list(self.apps.values())
-        if not self._internal(scope):
-            parts += [relay.forward for relay in self.relays.values()]
-        return parts
+        then, for a client's request, each other process (for its own partitions); a None
+        for partitions that no one answers now (a merge without them would be wrong)."""
+        local = self.locator.local(scope)
+        if local is None:
+            return [None]
+        return [*local.values(), *(peer.part for peer in self.locator.peers(scope))]
 
     @staticmethod
-    async def collect(part: Part, scope: Scope, body: bytes = b"") -> Answer | None:
-        """One part's answer to the request with ``body``; None if its worker is down."""
+    async def collect(part: Part | None, scope: Scope, body: bytes = b"") -> Answer | None:
+        """One part's answer to the request with ``body``; None if its owner is down."""
+        if part is None:
+            return None
         try:
             return await call(part, scope, body)
         except OwnerDown:
@@ -145,26 +144,56 @@ class Router:
 
     async def _topics(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Topics by name from every partition: the first ``limit`` after the cursor of
-        each, merged; the cursor is a name, so pages are stable across partitions."""
+        each, merged; the cursor is a name, so pages are stable across partitions. A
+        group's ``%DLQ%`` topic has a part in every partition that holds its dead letters:
+        one item, the counts summed (a name in the merged first ``limit`` is in the page
+        of every partition that has it)."""
         answers = await self.answers(scope)
         response = unanswered(answers)
         if response is None:
             pages = [orjson.loads(a.body) for a in answers if a is not None]
-            query = parse_qs(scope["query_string"].decode("latin-1"))
-            limit = int(query.get("limit", [PAGE_DEFAULT])[0])  # each partition checked it
-            items = sorted((i for p in pages for i in p["items"]), key=lambda i: str(i["topic"]))
-            page: dict[str, Any] = {"items": items[:limit]}
-            if len(items) > limit or any("next_cursor" in p for p in pages):
-                page["next_cursor"] = encode_cursor(str(items[limit - 1]["topic"]).encode())
+            page = merged_page(pages, "topic", TOPIC_COUNTS, scope)
             response = json_response(page)
         await response(scope, receive, send)
 
     async def _readyz(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Ready when every partition is; the counts summed, the backlog's age the oldest."""
-        answers = await self.answers(scope)
-        response = unanswered(answers)
-        if response is None:
-            parts = [orjson.loads(a.body) for a in answers if a is not None]
+        """Ready when every process is (each worker, or in cluster mode each node), each
+        with every partition it owns; the counts summed, the backlog's age the oldest.
+        ``workers`` (``nodes``) says which process owns which partitions and how it is
+        (``ready``, ``lagging``, ``not ready``: a partition's store or thread is not
+        running, ``down``: its process is being started again, or in cluster mode no node
+        serves those partitions right now); one that is not ready makes a 503 (+
+        Retry-After) naming it, while the others go on serving their partitions."""
+        label = self.locator.label
+        local = self.locator.local(scope)
+        if local is None:
+            await unavailable("a partition")(scope, receive, send)
+            return
+        answered = await asyncio.gather(*(self.collect(app, scope) for app in local.values()))
+        mine: dict[str, Any] = {label: self.locator.name, "partitions": sorted(local)}
+        parts = [orjson.loads(a.body) for a in answered if a is not None and a.status == 200]
+        if len(parts) < len(answered):
+            processes = [{**mine, "status": "not ready"}]
+        else:
+            lagging = any(p["status"] == "lagging" for p in parts)
+            processes = [{**mine, "status": "lagging" if lagging else "ready"}]
+        if not local:  # a node that serves no partition now says nothing of itself
+            processes = []
+        peers = self.locator.peers(scope)
+        remote = await asyncio.gather(*(self.collect(p.part, scope) for p in peers))
+        for peer, answer in zip(peers, remote, strict=True):
+            owned: dict[str, Any] = {label: peer.name, "partitions": peer.partitions}
+            if answer is None:
+                processes.append({**owned, "status": "down"})
+                continue
+            body = orjson.loads(answer.body)
+            processes += body.get(f"{label}s") or [{**owned, "status": "not ready"}]
+            if answer.status == 200:
+                parts.append(body)
+        processes.sort(key=lambda w: (len(str(w[label])), str(w[label])))
+        if any(w["status"] in ("down", "not ready") for w in processes) or not parts:
+            response = _not_ready(label, processes)
+        else:
             response = json_response(
                 {
                     "status": "lagging"
@@ -175,6 +204,7 @@ class Router:
                         for f in ("pending_timers", "writer_queue", "due_backlog_timers")
                     },
                     "due_backlog_oldest_ms": max(p["due_backlog_oldest_ms"] for p in parts),
+                    f"{label}s": processes,
                 }
             )
         await response(scope, receive, send)
@@ -217,27 +247,65 @@ class Router:
         await response(scope, receive, send)
 
     async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Every partition's metrics, each series with its ``partition`` label."""
+        """Every partition's metrics, each series with its ``partition`` label, and each
+        process's own (its CPU and memory, ``rocktimer_worker_up`` or, in cluster mode,
+        ``rocktimer_node_up``) with its ``worker`` (``node``) label. A process that is down
+        is ``rocktimer_worker_up{worker} 0``, its partitions' series absent: the others'
+        are still scraped. A request relayed from another process gets this one's only."""
+        label = self.locator.label
+        up_name = f"rocktimer_{label}_up"
         families: dict[str, Metric] = {}
-        for k, app in self.apps.items():
+        local = self.locator.local(scope)
+        if local is None:
+            await unavailable("a partition")(scope, receive, send)
+            return
+        peers = self.locator.peers(scope)
+        fetched = await asyncio.gather(*(self.collect(p.part, scope) for p in peers))
+        for k, app in local.items():
             for family in app.state.registry.collect():
                 _merge(families, family, {PARTITION_LABEL: str(k)})
-        if not self._internal(scope):
-            fetched = await asyncio.gather(
-                *(self.collect(relay.forward, scope) for relay in self.relays.values())
-            )
-            if (response := unanswered(list(fetched))) is not None:
-                await response(scope, receive, send)
+        for family in self.process.collect():
+            _merge(families, family, {label: str(self.locator.name)})
+        up = GaugeMetricFamily(up_name, f"1: the {label} process serves its partitions; 0: down")
+        up.add_sample(up_name, {label: str(self.locator.name)}, 1.0)
+        _merge(families, up, {})
+        for peer, answer in zip(peers, fetched, strict=True):
+            if answer is None:
+                if peer.name is not None:
+                    down = GaugeMetricFamily(up_name, "")
+                    down.add_sample(up_name, {label: str(peer.name)}, 0.0)
+                    _merge(families, down, {})
+                continue
+            if answer.status != 200:
+                await replay(answer)(scope, receive, send)
                 return
-            for answer in fetched:
-                assert answer is not None
-                for family in text_string_to_metric_families(answer.body.decode()):
-                    _merge(families, family, {})
+            for family in text_string_to_metric_families(answer.body.decode()):
+                _merge(families, family, {})
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Families(list(families.values())))
         await Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)(
             scope, receive, send
         )
+
+
+def _not_ready(label: str, processes: list[dict[str, Any]]) -> Response:
+    """503 + Retry-After naming the workers (nodes) that do not serve their partitions."""
+
+    def one(w: dict[str, Any]) -> str:
+        partitions = ", ".join(map(str, w["partitions"]))
+        if w[label] is None:  # cluster mode: no node serves them right now
+            return f"partitions {partitions} have no owner right now (being moved)"
+        state = "being started again" if w["status"] == "down" else "not ready"
+        return f"{label} {w[label]} (partitions {partitions}) is {state}"
+
+    named = "; ".join(one(w) for w in processes if w["status"] in ("down", "not ready"))
+    return problem(
+        503,
+        "Service Unavailable",
+        f"{named or 'no partition is served yet'}; the other {label}s serve their partitions",
+        headers=dict(RETRY_SOON),
+        more={f"{label}s": processes},
+    )
 
 
 def _merge(families: dict[str, Metric], family: Metric, labels: dict[str, str]) -> None:

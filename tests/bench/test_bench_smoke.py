@@ -15,6 +15,7 @@ import pytest
 from bench import (
     ab,
     batch,
+    deliver,
     events,
     growth,
     lateness,
@@ -308,6 +309,30 @@ def test_stream_figure_runs() -> None:
     assert late.ceiling.startswith(("Redis Lua poller p50 ", "redis: "))
     assert memory.result.endswith(" MiB")
     assert probes.notes.startswith("10/10 probes arrived (one stream: 10)")
+    rendered(rows)
+
+
+@pytest.mark.slow
+def test_deliver_figure_runs() -> None:
+    sides = deliver.compare([process.ROOT], {}, rounds=2, rate=300, seconds=1, kinds=deliver.KINDS)
+    (side,) = sides
+    for kind, messages in (("batch", 2 * 1_000), *((k, 2 * 300) for k in deliver.KINDS)):
+        tally = side.tallies[kind]
+        assert (tally.rounds, tally.messages) == (2, messages)  # batches: one of 1000 a round
+        assert tally.cpu_s >= 0  # in clock ticks: a tiny batch round may take less than one
+    for kind in deliver.KINDS:
+        tally = side.tallies[kind]
+        assert tally.incomplete == 0
+        assert len(tally.late) == 600
+        assert tally.counters["batches"] > 0
+        assert tally.counters["fsyncs"] > 0
+        assert sum(tally.stages.values()) > 0
+        assert sum(tally.sleeps.values()) > 0  # the threads' waits, from /proc
+        assert len(side.ratios[kind]) <= 2
+    lines = deliver.summary(sides, None)
+    assert any("by thread" in line for line in lines)
+    rows = deliver.rows(sides, "redis: not installed")
+    assert [r.number for r in rows] == ["19", "19"]
     rendered(rows)
 
 

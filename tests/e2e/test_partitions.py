@@ -11,12 +11,15 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from app.cluster import handoff
 from bench import hop
 from storage.store import RocksStore
 from tests.support import process
@@ -44,42 +47,6 @@ def topics_of(partition: int, partitions: int, n: int, prefix: str = "t") -> lis
             found.append(name)
         i += 1
     return found
-
-
-@pytest.fixture
-def fresh_client() -> Iterator[Callable[[Server], httpx.Client]]:
-    """A client that opens a new connection per request: the kernel (SO_REUSEPORT) hands
-    each to any worker, so requests arrive at owners and non-owners alike."""
-    made: list[httpx.Client] = []
-
-    def make(server: Server) -> httpx.Client:
-        c = httpx.Client(
-            base_url=server.url, timeout=10, limits=httpx.Limits(max_keepalive_connections=0)
-        )
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.close()
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Callable[..., Server]]:
-    started: list[Server] = []
-
-    def make(workers: int = 2, partitions: int = 0, **env: str) -> Server:
-        settings = {"ROCKTIMER_WORKERS": str(workers), **env}
-        if partitions:
-            settings["ROCKTIMER_PARTITIONS"] = str(partitions)
-        srv = Server(tmp_path / "data", env=settings)
-        started.append(srv)
-        return srv.start()
-
-    yield make
-    for srv in started:
-        if srv.proc is not None:
-            srv.stop()
 
 
 def workers_of(srv: Server) -> dict[int, int]:
@@ -441,8 +408,8 @@ def test_the_console_overview_covers_every_partition(
 def test_one_worker_serves_every_partition_of_a_partitioned_data_dir(
     cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client], tmp_path: Path
 ) -> None:
-    """A data dir made with two workers, run with the default of one: one worker process
-    holds both partitions, and nothing is relayed."""
+    """A data dir made with two workers, run with one: one worker process holds both
+    partitions, and nothing is relayed."""
     srv = cluster(workers=2)
     c = fresh_client(srv)
     topics = topics_of(0, 2, 2, "one") + topics_of(1, 2, 2, "one")
@@ -529,6 +496,8 @@ def test_a_client_leaving_a_relayed_stream_ends_it_on_the_owner(
     c = fresh_client(srv)
     topic = topics_of(1, 2, 1, "gone")[0]  # worker 1's; the connection is worker 0's
     sock = connection_on(srv, 0)
+    assert exchange(sock, "GET", "/healthz")[0] == 200  # a first request without a topic:
+    # the connection stays on worker 0 (never passed), so the stream is relayed
     head = f"GET /v1/topics/{topic}/groups/g/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     sock.sendall(head.encode())
     assert sock.recv(4096).startswith(b"HTTP/1.1 200")  # relayed: the owner's stream began
@@ -538,3 +507,254 @@ def test_a_client_leaving_a_relayed_stream_ends_it_on_the_owner(
     while open_streams(c, 1) != 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert open_streams(c, 1) == 0  # the owner ended it: its slots are free again
+
+
+def test_readyz_and_metrics_name_each_worker_and_a_killed_one(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
+) -> None:
+    srv = cluster(workers=2, partitions=4)
+    c = fresh_client(srv)
+    owned = {0: [0, 2], 1: [1, 3]}
+    for _ in range(4):  # whichever worker answers
+        ready = c.get("/readyz").json()
+        assert ready["workers"] == [
+            {"worker": w, "partitions": owned[w], "status": "ready"} for w in (0, 1)
+        ]
+        text = c.get("/metrics").text
+        for w in (0, 1):  # each worker's own series, by its label
+            assert f'rocktimer_worker_up{{worker="{w}"}} 1.0' in text
+            assert f'process_resident_memory_bytes{{worker="{w}"}}' in text
+            assert f'process_cpu_seconds_total{{worker="{w}"}}' in text
+    pids = workers_of(srv)
+    os.kill(pids[1], signal.SIGKILL)
+    while not gone(pids[1]):
+        time.sleep(0.01)
+    live = topics_of(0, 4, 1, "up")[0]
+    seen_down = metrics_down = False
+    deadline = time.monotonic() + RESTART_BOUND_S
+    while time.monotonic() < deadline:
+        ready = c.get("/readyz")
+        if ready.status_code == 200:
+            break
+        seen_down = True
+        assert ready.status_code == 503, ready.text
+        assert ready.headers["retry-after"] == "1"
+        assert ready.headers["content-type"] == "application/problem+json"
+        assert "worker 1 (partitions 1, 3) is being started again" in ready.json()["detail"]
+        assert [w["status"] for w in ready.json()["workers"]] == ["ready", "down"]
+        text = c.get("/metrics").text  # the live worker's series still scraped
+        if 'rocktimer_worker_up{worker="1"} 0.0' in text:
+            metrics_down = True
+            assert 'rocktimer_worker_up{worker="0"} 1.0' in text
+            assert 'rocktimer_pending_timers{partition="0"}' in text
+            assert 'rocktimer_pending_timers{partition="1"}' not in text
+        assert c.post(f"/v1/topics/{live}/messages", json={"body": "x"}).status_code == 201
+        time.sleep(0.02)
+    assert seen_down
+    assert metrics_down  # 200 without the down worker's partitions, not a 503
+    assert c.get("/readyz").json()["workers"][1]["status"] == "ready"
+    assert 'rocktimer_worker_up{worker="1"} 1.0' in c.get("/metrics").text
+
+
+def sealed(events: Path) -> list[pa.Table]:
+    return [pq.read_table(path) for path in sorted(events.rglob("part-*.parquet"))]
+
+
+def test_each_partitions_sealed_events_carry_it(
+    cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client], tmp_path: Path
+) -> None:
+    """Every segment under ``p<k>/events/`` has the partition column, k on each row:
+    (partition, seq) names an event across the data dir (seqs repeat between partitions)."""
+    srv = cluster(workers=2, partitions=2, ROCKTIMER_EVENTS_SEAL_MS="50")
+    c = fresh_client(srv)
+    sent = {k: topics_of(k, 2, 2, "ev") for k in (0, 1)}
+    for k in (0, 1):
+        for t in sent[k]:
+            assert c.post(f"/v1/topics/{t}/messages", json={"body": t}).status_code == 201
+    events = {k: tmp_path / "data" / f"p{k}" / "events" for k in (0, 1)}
+
+    def topics(k: int) -> set[str]:
+        return {t for table in sealed(events[k]) for t in table.column("topic").to_pylist()}
+
+    deadline = time.monotonic() + 30
+    while any(topics(k) != set(sent[k]) for k in (0, 1)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    srv.stop()
+    seen: set[tuple[int, int]] = set()
+    seqs: list[int] = []
+    for k in (0, 1):
+        assert topics(k) == set(sent[k])
+        for table in sealed(events[k]):
+            assert set(table.column("partition").to_pylist()) == {k}
+            rows = table.column("seq").to_pylist()
+            seqs += rows
+            seen |= {(k, seq) for seq in rows}
+    assert len(seen) == len(seqs)  # (partition, seq) is unique
+    assert len(set(seqs)) < len(seqs)  # seq alone is not
+
+
+def exchange(sock: socket.socket, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+    """One request on a raw keep-alive connection: (status, body)."""
+    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    if body:
+        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    sock.sendall(head.encode() + b"\r\n" + body)
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = sock.recv(65536)
+        assert chunk, "the connection closed before a reply"
+        got += chunk
+    head_bytes, rest = got.split(b"\r\n\r\n", 1)
+    length = int(
+        next(
+            line.split(b":", 1)[1]
+            for line in head_bytes.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+    )
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "the connection closed in the middle of a reply"
+        rest += chunk
+    return int(head_bytes.split(b" ", 2)[1]), rest[:length]
+
+
+def holder(srv: Server, sock: socket.socket) -> int | None:
+    """The worker holding the server side of ``sock`` now."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        found = hop.accepted_by(sock.getsockname()[1], srv.port, workers_of(srv))
+        if found is not None:
+            return found
+        time.sleep(0.01)
+    return None
+
+
+def test_a_connection_is_passed_to_the_owner_of_its_first_request(
+    cluster: Callable[..., Server],
+) -> None:
+    """Worker 0 accepted it; its first request is for worker 1's topic: from then on
+    worker 1 holds the connection and answers on it (no hop), a request for worker 0's
+    topic on it is relayed back, and a batch's bytes that came with it are not lost."""
+    srv = cluster(workers=2, partitions=2)
+    mine, theirs = topics_of(0, 2, 1, "own")[0], topics_of(1, 2, 1, "other")[0]
+    sock = connection_on(srv, 0)
+    try:
+        batch = b'{"messages":[' + b",".join(b'{"body":"%d"}' % i for i in range(500)) + b"]}"
+        status, body = exchange(sock, "POST", f"/v1/topics/{theirs}/messages/batch", batch)
+        assert status == 200, body
+        assert body.count(b'"status":201') == 500
+        assert holder(srv, sock) == 1  # passed: the owner holds it now
+        for _ in range(3):
+            status, body = exchange(sock, "POST", f"/v1/topics/{theirs}/messages", b'{"body":"x"}')
+            assert status == 201, body
+            status, body = exchange(sock, "POST", f"/v1/topics/{mine}/messages", b'{"body":"y"}')
+            assert status == 201, body  # relayed from worker 1 to worker 0
+        assert holder(srv, sock) == 1  # passed once, never back
+    finally:
+        sock.close()
+    c = httpx.Client(base_url=srv.url, timeout=10)
+    counts = {t["topic"]: t for t in c.get("/v1/topics").json()["items"]}
+    c.close()
+    assert set(counts) == {mine, theirs}
+
+
+def test_a_connection_whose_first_request_has_no_topic_is_never_passed(
+    cluster: Callable[..., Server],
+) -> None:
+    srv = cluster(workers=2, partitions=2)
+    theirs = topics_of(1, 2, 1, "other")[0]
+    sock = connection_on(srv, 0)
+    try:
+        assert exchange(sock, "GET", "/healthz")[0] == 200
+        status, body = exchange(sock, "POST", f"/v1/topics/{theirs}/messages", b'{"body":"x"}')
+        assert status == 201, body
+        assert holder(srv, sock) == 0  # relayed, the connection stays where it was
+    finally:
+        sock.close()
+
+
+def test_a_first_request_for_a_dead_workers_topic_is_503_not_passed_nor_hung(
+    cluster: Callable[..., Server],
+) -> None:
+    """The owner is down (SIGSTOP: it does not read its handoff socket, nor accept; its
+    process still exists): nothing waits on it; the request is relayed, which answers 503
+    with Retry-After. With the owner killed (its handoff socket gone) the same."""
+    srv = cluster(workers=2, partitions=2)
+    theirs = topics_of(1, 2, 1, "other")[0]
+    pids = workers_of(srv)
+    os.kill(pids[1], signal.SIGKILL)
+    while not gone(pids[1]):
+        time.sleep(0.01)
+    sock = connection_on(srv, 0)
+    try:
+        sock.settimeout(5)
+        started = time.monotonic()
+        status, body = exchange(sock, "POST", f"/v1/topics/{theirs}/messages", b'{"body":"x"}')
+        if status == 201:  # the supervisor already started worker 1 again: it was passed
+            assert holder(srv, sock) == 1
+        else:
+            assert status == 503, body
+            assert time.monotonic() - started < 5
+            assert holder(srv, sock) == 0
+    finally:
+        sock.close()
+
+
+def test_a_large_first_request_is_answered_whole_passed_or_relayed(
+    cluster: Callable[..., Server],
+) -> None:
+    """A first request larger than the reads before its head ends: passed with the part
+    read so far (the owner reads the rest from the connection) or, past the bytes a pass
+    carries, relayed; either way every message of it stored, once."""
+    srv = cluster(workers=2, partitions=2)
+    theirs = topics_of(1, 2, 1, "big")[0]
+    sock = connection_on(srv, 0)
+    try:
+        body = b"y" * 100
+        batch = b'{"messages":[' + b",".join(b'{"body":"%s"}' % body for _ in range(1000)) + b"]}"
+        assert len(batch) > handoff.PASS_MAX_BYTES
+        status, reply = exchange(sock, "POST", f"/v1/topics/{theirs}/messages/batch", batch)
+        assert status == 200, reply
+        assert reply.count(b'"status":201') == 1000
+        status, reply = exchange(sock, "POST", f"/v1/topics/{theirs}/messages", b'{"body":"z"}')
+        assert status == 201, reply
+    finally:
+        sock.close()
+    c = httpx.Client(base_url=srv.url, timeout=10)
+    got = c.post(f"/v1/topics/{theirs}/groups/g/receive", json={"max_messages": 1000})
+    c.close()
+    assert len(got.json()["messages"]) == 1000  # due now, the 1001st left for the next
+
+
+def pss_kib(pid: int) -> int:
+    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    return next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:"))
+
+
+def test_the_supervisor_keeps_its_workers_as_a_small_process(
+    cluster: Callable[..., Server],
+) -> None:
+    """Once the workers are forked the supervisor is the keeper (same PID: the workers are
+    its children), a few MiB, not a copy of the service's imports; a worker it starts
+    again is a process of its own, served as the others."""
+    srv = cluster(workers=2, partitions=2)
+    cmdline = Path(f"/proc/{srv.pid}/cmdline").read_bytes().split(b"\0")
+    assert b"from app.cluster.keeper import main; main(sys.argv[2:])" in cmdline[3]
+    assert pss_kib(srv.pid) < 8 * 1024  # the service's imports alone are ~40 MiB
+    pids = workers_of(srv)
+    assert set(pids) == {0, 1}
+    os.kill(pids[0], signal.SIGKILL)
+    c = httpx.Client(base_url=srv.url, timeout=10)
+    deadline = time.monotonic() + RESTART_BOUND_S
+    while time.monotonic() < deadline:
+        now = workers_of(srv)
+        if now.get(0, pids[0]) != pids[0] and c.get("/readyz").status_code == 200:
+            break
+        time.sleep(0.05)
+    c.close()
+    now = workers_of(srv)
+    assert now[0] != pids[0]
+    assert now[1] == pids[1]
+    restarted = Path(f"/proc/{now[0]}/cmdline").read_bytes().split(b"\0")
+    assert restarted[1:4] == [b"-m", b"app.cluster.worker", b"0"]

@@ -89,6 +89,7 @@ GET_TRIES = 3  # a GET changes nothing: a keep-alive connection closed as it was
 # The 503 of a partition whose worker is down (app/cluster/relay.py): its owner may have done
 # the request before it died, so the outcome is unknown, as with a lost reply.
 PARTITION_DOWN = "is not served right now"
+PARTITION_DOWN_PAUSE_S = 0.2  # after a lost reply; Retry-After says 1 s, shorter keeps timing
 
 
 def call(client: httpx.Client, method: str, url: str, body: Any = None) -> Reply | None:
@@ -100,9 +101,11 @@ def call(client: httpx.Client, method: str, url: str, body: Any = None) -> Reply
             break
         except httpx.TransportError:
             if not tries_left:
+                time.sleep(PARTITION_DOWN_PAUSE_S)  # the server is gone: back off as for a 503
                 return None
             time.sleep(0.05)
     if r.status_code == 503 and PARTITION_DOWN in r.text:
+        time.sleep(PARTITION_DOWN_PAUSE_S)  # a client backs off before its next request
         return None
     try:
         parsed = r.json()

@@ -160,8 +160,8 @@ def test_the_event_columns_are_declared_once(tmp_path: Path) -> None:
 
     from bench import events_data
     from pipeline import events as pipeline_events
-    from storage.event_table import SCHEMA
-    from storage.events import COLUMNS
+    from storage.event_table import SCHEMA, SEGMENT_SCHEMA
+    from storage.events import COLUMNS, SEGMENT_COLUMNS
 
     assert [(f.name, str(f.type), f.nullable) for f in SCHEMA] == [
         (name, kind, nullable) for name, kind, nullable in COLUMNS
@@ -175,4 +175,7 @@ def test_the_event_columns_are_declared_once(tmp_path: Path) -> None:
     assert tuple(KIND_NAMES[1:]) == pipeline_events.KINDS
     events_data.write(tmp_path, 500)
     (segment,) = tmp_path.rglob("*.parquet")
-    assert pq.read_schema(segment).remove_metadata() == SCHEMA
+    assert pq.read_schema(segment).remove_metadata() == SEGMENT_SCHEMA
+    assert [(f.name, str(f.type), f.nullable) for f in SEGMENT_SCHEMA] == [
+        (name, kind, nullable) for name, kind, nullable in SEGMENT_COLUMNS
+    ]

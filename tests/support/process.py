@@ -18,6 +18,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -62,7 +63,9 @@ class ServerProcess:
         self.ready_path = ready_path
         self.log_path = log_path
         self.any_status_is_ready = any_status_is_ready  # an answer at all means it serves
+        self.unset: set[str] = set()  # variables it starts without, whatever os.environ has
         self.proc: subprocess.Popen[bytes] | None = None
+        self.paused = False  # SIGSTOPped by pause(), not yet resumed
 
     @property
     def pid(self) -> int:
@@ -82,10 +85,9 @@ class ServerProcess:
         """Start the process without waiting for it to answer (a timed restart polls itself)."""
         if self.proc is not None:
             raise RuntimeError(f"{self.name} is already running (pid {self.proc.pid})")
+        env = {k: v for k, v in {**os.environ, **self.env}.items() if k not in self.unset}
         with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                self.argv, cwd=ROOT, env={**os.environ, **self.env}, stdout=log, stderr=log
-            )
+            self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=env, stdout=log, stderr=log)
         return self
 
     def check_alive(self) -> None:
@@ -122,15 +124,32 @@ class ServerProcess:
             return None
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
+            if self.paused:  # a stopped process handles SIGTERM only once continued
+                proc.send_signal(signal.SIGCONT)
+                self.paused = False
             try:
                 return proc.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 proc.kill()
         return proc.wait()
 
+    def pause(self) -> None:
+        """SIGSTOP by PID: the process is frozen (a long GC pause, a VM stall), its sockets
+        stay open and the kernel keeps accepting connections for it."""
+        assert self.proc is not None, f"{self.name} is not running"
+        self.proc.send_signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        """SIGCONT by PID (harmless if it was not paused)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
+
     def kill(self) -> int | None:
         """SIGKILL by PID (a crash: no shutdown code runs) and reap it; returns the exit code."""
         proc, self.proc = self.proc, None
+        self.paused = False  # SIGKILL ends a stopped process too
         if proc is None:
             return None
         if proc.poll() is None:
@@ -163,13 +182,20 @@ def data_dir(work_dir: Path) -> Path:
 
 class AppProcess(ServerProcess):
     """``python -m app`` (as a newcomer runs it) on ``data`` and a free port. The same
-    object can be killed and spawned again: same port, same data dir."""
+    object can be killed and spawned again: same port, same data dir.
 
-    def __init__(self, data: Path, log_path: Path, env: dict[str, str] | None = None) -> None:
+    One process (ROCKTIMER_WORKERS=1: the store at the data dir's root) unless ``env``
+    says otherwise: the figures and tests that read the store, the process's CPU or its
+    memory mean the one process, whatever the machine's cores (the service's default).
+    A variable ``env`` maps to None is not set at all (the service's default)."""
+
+    def __init__(
+        self, data: Path, log_path: Path, env: Mapping[str, str | None] | None = None
+    ) -> None:
         argv = [sys.executable, "-m", "app"]
         super().__init__("rocktimer", argv, {}, free_port(), "/readyz", log_path)
         self.data_dir = data
-        self.extra_env = env or {}  # may change between spawns, as may the port
+        self.extra_env: Mapping[str, str | None] = env or {}  # may change between spawns
 
     def spawn(self) -> AppProcess:
         self.env = {
@@ -177,8 +203,10 @@ class AppProcess(ServerProcess):
             "ROCKTIMER_PORT": str(self.port),
             "ROCKTIMER_DATA_DIR": str(self.data_dir),
             "ROCKTIMER_LOG_LEVEL": "warning",  # the quietest level that still shows problems
-            **self.extra_env,
+            "ROCKTIMER_WORKERS": "1",
+            **{k: v for k, v in self.extra_env.items() if v is not None},
         }
+        self.unset = {k for k, v in self.extra_env.items() if v is None}
         super().spawn()
         return self
 
@@ -194,7 +222,7 @@ class AppProcess(ServerProcess):
         return f"http://{HOST}:{self.port}"
 
 
-def service(work_dir: Path, env: dict[str, str] | None = None) -> AppProcess:
+def service(work_dir: Path, env: Mapping[str, str | None] | None = None) -> AppProcess:
     """The service on a fresh data dir under ``work_dir``."""
     return AppProcess(data_dir(work_dir), work_dir / "service.log", env)
 
@@ -290,6 +318,27 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
 
 
+def tree(pid: int) -> list[int]:
+    """A process and all its descendants alive now (a partitioned server's supervisor, its
+    workers, their sealer children)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except (FileNotFoundError, ProcessLookupError):
+        return [pid]
+    return [pid] + [p for c in children for p in tree(int(c))]
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a process and all its descendants alive now."""
+    total = 0.0
+    for each in tree(pid):
+        try:
+            total += cpu_seconds(each)
+        except (FileNotFoundError, ProcessLookupError):  # exited meanwhile
+            continue
+    return total
+
+
 def workers_of(supervisor: int) -> dict[int, int]:
     """Worker index -> pid of a partitioned server's workers (app/cluster/): the
     supervisor's children, each known by the unix socket it listens on, ``w<index>.sock``."""
@@ -370,15 +419,17 @@ class RssSampler:
 
 
 class CpuMeter:
-    """CPU seconds used by the server and by this process (the load generator) over a span."""
+    """CPU seconds used by the server and by this process (the load generator) over a span.
+    ``tree``: the server's descendants too (a partitioned server's workers)."""
 
-    def __init__(self, server_pid: int) -> None:
+    def __init__(self, server_pid: int, *, tree: bool = False) -> None:
         self.server_pid = server_pid
+        self._cpu = tree_cpu_seconds if tree else cpu_seconds
         self._start = (0.0, 0.0, 0.0)
         self.server_s = self.client_s = self.wall_s = 0.0
 
     def __enter__(self) -> CpuMeter:
-        self._start = (cpu_seconds(self.server_pid), time.process_time(), time.monotonic())
+        self._start = (self._cpu(self.server_pid), time.process_time(), time.monotonic())
         return self
 
     def __exit__(
@@ -388,7 +439,7 @@ class CpuMeter:
         tb: TracebackType | None,
     ) -> None:
         server, client, wall = self._start
-        self.server_s = cpu_seconds(self.server_pid) - server
+        self.server_s = self._cpu(self.server_pid) - server
         self.client_s = time.process_time() - client
         self.wall_s = time.monotonic() - wall
 

@@ -4,6 +4,7 @@ the bench's own server process (tests/support/process.py), with the tests' log f
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from tests.support.process import AppProcess
@@ -12,7 +13,7 @@ from tests.support.process import AppProcess
 class Server(AppProcess):
     """``python -m app`` as a child process; start, SIGKILL, SIGTERM, restart on one data dir."""
 
-    def __init__(self, data_dir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, data_dir: Path, env: Mapping[str, str | None] | None = None) -> None:
         super().__init__(data_dir, data_dir.parent / f"{data_dir.name}-server.log", env)
 
     def start(self) -> Server:

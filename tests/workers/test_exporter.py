@@ -51,7 +51,10 @@ def sealed(engine: Engine) -> list[dict[str, Any]]:
     root = os.path.join(engine.store.path, "events")
     rows: list[dict[str, Any]] = []
     for seg in segments.segments(root):
-        part = pq.read_table(seg.path).to_pylist()
+        table = pq.read_table(seg.path)
+        # Each row also names the engine's partition (0: a data dir of one partition).
+        assert set(table.column("partition").to_pylist()) == {engine.config.partition}
+        part = table.drop_columns(["partition"]).to_pylist()
         assert [r["seq"] for r in part] == list(range(seg.first, seg.last + 1)), seg
         rows.extend(part)
     return rows
@@ -89,6 +92,7 @@ def test_segments_hold_exactly_the_events_of_the_store(
         ("deliver_at_ms", "int64"),
         ("created_at_ms", "int64"),
         ("tag", "string"),
+        ("partition", "int32"),
     ]
     meta = pq.read_metadata(os.path.join(engine.store.path, "events", files(engine)[0]))
     assert meta.row_group(0).column(0).compression == "ZSTD"

@@ -57,6 +57,22 @@ def test_the_child_writes_what_the_thread_writes(tmp_path: Path, child: ProcessS
     assert child.pid != os.getpid()
 
 
+def test_a_segment_carries_its_partition(tmp_path: Path, child: ProcessSealer) -> None:
+    """Every row of a segment has the partition it was sealed for (0 by default: a data
+    dir of one partition), from the child and from the thread alike."""
+    batch = entries(0, 10)
+    assert child.seal(str(tmp_path / "a"), batch, DAY, 0, 9, 3) == 10
+    assert ThreadSealer(lambda: None).seal(str(tmp_path / "b"), batch, DAY, 0, 9, 3) == 10
+    assert ThreadSealer(lambda: None).seal(str(tmp_path / "c"), batch, DAY, 0, 9) == 10
+    for root, k in (("a", 3), ("b", 3), ("c", 0)):
+        (segment,) = segments.segments(str(tmp_path / root))
+        table = pq.read_table(segment.path)
+        assert table.schema.field("partition").type == "int32"
+        assert not table.schema.field("partition").nullable
+        assert table.column("partition").to_pylist() == [k] * 10
+        assert table.column("seq").to_pylist() == list(range(10))
+
+
 def test_a_dead_child_is_replaced_at_the_next_segment(tmp_path: Path, child: ProcessSealer) -> None:
     root = str(tmp_path)
     assert child.seal(root, entries(0, 10), DAY, 0, 9) == 10
@@ -151,7 +167,7 @@ def test_the_child_ends_quietly_when_the_server_died_before_its_answer(tmp_path:
     assert child.stdout is not None
     assert child.stderr is not None
     child.stdout.close()  # the server is gone: nobody reads the answer
-    request = pickle.dumps((str(tmp_path), [], "2026-01-01", 1, 0))
+    request = pickle.dumps((str(tmp_path), [], "2026-01-01", 1, 0, 0))
     child.stdin.write(struct.pack("<Q", len(request)) + request)
     child.stdin.close()
     with child.stderr:

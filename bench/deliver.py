@@ -1,0 +1,533 @@
+"""Figure 19: the server's CPU a message delivered and acked, beside a batch send's.
+
+Rounds on one server (or on two builds, both up at once), alternating their order:
+
+- **stream**: figure 18's workload. ``rate`` timers/s falling due for ``seconds``, loaded
+  ahead by batch sends, consumed by one stream (``max_in_flight`` 1000) whose receipts
+  are acked, whatever gathered, on a second connection;
+- **poll**: the same schedule consumed by figure 3's long-polling consumer (receive up to
+  1000, ``wait_ms`` 1000, acks on a second connection);
+- **batch**: batch sends of 1000 one-hour timers (figure 2's), as many messages as a
+  delivery round.
+
+A delivery round's CPU is the server's (every process of it: /proc utime + stime) from
+the first due time until every message was delivered and acked; the load ahead of it is
+not counted. Its CPU a message beside the batch send's of the same round is the ratio
+(goal: <= 3). Each delivery round also gives due -> consumer lateness, and the CPU of
+each of the server's threads over the round (by the names py-spy reports; RocksDB's own
+threads by their kernel names): the breakdown by stage. With BENCH_PYSPY_DIR set, each
+delivery round is also profiled (``py-spy record``, tests/support/process.py).
+
+    python -m bench.deliver                        # this tree, ROCKTIMER_WORKERS=1
+    python -m bench.deliver --redis                # and the Redis poller's lateness after
+    python -m bench.deliver ../main .              # two trees, rounds alternating
+    python -m bench.deliver --env ROCKTIMER_WORKERS=2
+    python -m bench.deliver . . --env-b ROCKTIMER_MOVE_PACE_MS=5   # one build, two settings
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from bench import batch, consumer, lateness, loader, redis_alt, report, stream
+from bench.client import Client, run
+from bench.stats import Spread, spread
+from tests.support import process
+
+RATE_PER_S = lateness.RATE_PER_S
+SECONDS = 4.0  # a delivery round's due window
+ROUNDS = 3
+KINDS = ("stream", "poll")
+GOAL_RATIO = 3.0  # CPU a message delivered and acked <= this x a batch send's
+TOPIC_PREFIX = "deliver-"
+# The server's own counts over a delivery round (/metrics, summed over its workers): what
+# a message costs in writer batches (rocktimer_commits: every batch, a look that found
+# nothing and wrote nothing included) and fsyncs, the fixed costs the CPU is spent on.
+COUNTERS = {"batches": "rocktimer_commits_total", "fsyncs": "rocktimer_wal_fsync_seconds_count"}
+
+
+async def counters(port: int) -> Counter[str]:
+    client = Client(process.HOST, port)
+    try:
+        body = (await client.call("GET", "/metrics")).body.decode()
+    finally:
+        client.close()
+    out: Counter[str] = Counter()
+    for line in body.splitlines():
+        for name, metric in COUNTERS.items():
+            if line.startswith(metric) and line[len(metric)] in " {":
+                out[name] += int(float(line.rsplit(" ", 1)[1]))
+    return out
+
+
+# --- CPU of a server: every process, every thread -------------------------------------------
+
+
+def server_pids(pid: int) -> list[int]:
+    """The server and, when partitioned (ROCKTIMER_WORKERS > 1), its workers."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    return [pid, *map(int, children)]
+
+
+def cpu_of(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += process.cpu_seconds(pid)
+    return total
+
+
+def thread_cpu(pids: list[int]) -> dict[tuple[int, int], tuple[float, int]]:
+    """(pid, tid) -> CPU seconds and voluntary context switches (the times it went to
+    sleep: a wait for work, for a lock or for the GIL) of each thread of these processes."""
+    out = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                with contextlib.suppress(OSError, StopIteration, ValueError):
+                    fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                    status = (task / "status").read_text().splitlines()
+                    switches = next(
+                        int(line.split()[1])
+                        for line in status
+                        if line.startswith("voluntary_ctxt_switches:")
+                    )
+                    cpu = (int(fields[11]) + int(fields[12])) / process.CLOCK_TICKS
+                    out[pid, int(task.name)] = (cpu, switches)
+    return out
+
+
+_DUMP_THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+) \([^)]*\): "([^"]*)"', re.M)
+
+
+def thread_names(pids: list[int]) -> dict[tuple[int, int], str]:
+    """(pid, tid) -> a name: Python threads by their own name (``py-spy dump``, which
+    shows native thread ids), the others by the kernel's (RocksDB's ``rocksdb:low`` …)."""
+    names: dict[tuple[int, int], str] = {}
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    names[pid, int(task.name)] = (task / "comm").read_text().strip()
+        if not Path(spy).exists():
+            continue
+        try:
+            dump = subprocess.run(
+                [spy, "dump", "--pid", str(pid), "--nonblocking"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=False,
+            ).stdout
+        except subprocess.TimeoutExpired:
+            continue
+        for tid, name in _DUMP_THREAD.findall(dump):
+            key = (pid, int(tid, 16) if tid.startswith("0x") else int(tid))
+            if key in names:
+                names[key] = name
+    return names
+
+
+def _stage(name: str) -> str:
+    """A thread's stage: rocktimer's by name, RocksDB's (and the rest) pooled."""
+    if name == "MainThread":
+        return "event loop (HTTP, streams, inline ops)"
+    if name.startswith("rocktimer-"):
+        return name.removeprefix("rocktimer-")
+    if name.startswith("rocksdb"):
+        return "rocksdb background"
+    return "other"
+
+
+# --- rounds ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Tally:
+    """One side's sums over its rounds of one kind."""
+
+    messages: int = 0
+    cpu_s: float = 0.0
+    rounds: int = 0
+    late: list[float] = field(default_factory=list)  # due -> consumer, ms
+    stages: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # CPU s
+    incomplete: int = 0  # rounds where not every message was delivered and acked
+    counters: Counter[str] = field(default_factory=Counter)  # COUNTERS over the rounds
+    sleeps: Counter[str] = field(default_factory=Counter)  # voluntary context switches a stage
+
+    @property
+    def us_per_msg(self) -> float:
+        return self.cpu_s / self.messages * 1e6 if self.messages else float("nan")
+
+
+@dataclass(slots=True)
+class Side:
+    name: str
+    server: process.AppProcess
+    tallies: dict[str, Tally] = field(default_factory=lambda: defaultdict(Tally))
+    ratios: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    names: dict[tuple[int, int], str] = field(default_factory=dict)
+
+    @property
+    def pids(self) -> list[int]:
+        return server_pids(self.server.pid)
+
+
+async def _batch_window(port: int, n: int) -> int:
+    body = loader.batch_body([{"body": batch.BODY, "delay_ms": batch.DELAY_MS}] * 1000)
+    stats = await loader.send_batches(
+        process.HOST,
+        port,
+        batch.TOPIC,
+        itertools.repeat(body, max(1, n // 1000)),
+        deadline_s=batch.RUN_TIMEOUT_S,
+    )
+    return stats.stored
+
+
+async def _stream_window(
+    port: int, topic: str, dues: list[int], meter: Callable[[], Any]
+) -> tuple[list[float], int]:
+    """Stream the schedule, ack everything: due -> client of each first delivery, acked."""
+    client = Client(process.HOST, port)
+    acker = stream.Acker(client)
+    arrivals = stream.Arrivals(len(dues), acker)
+    acks = asyncio.create_task(acker.run())
+    ev = await stream.EventStream.open(port, stream.stream_path(topic), arrivals.on_messages)
+    try:
+        await asyncio.sleep(max(0.0, (dues[0] - loader.now_ms()) / 1e3))
+        with meter():
+            deadline = time.monotonic() + (dues[-1] - loader.now_ms()) / 1e3 + 10
+            while acker.acked < len(dues) and time.monotonic() < deadline:
+                await asyncio.sleep(0.005)
+    finally:
+        ev.close()
+        acks.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await acks
+        client.close()
+    return arrivals.to_client, acker.acked
+
+
+async def _poll_window(
+    port: int, topic: str, dues: list[int], meter: Callable[[], Any]
+) -> tuple[list[float], int]:
+    """Long-poll the schedule, ack everything: due -> client of each first delivery, acked."""
+    recorder = lateness.Recorder()
+    with meter():
+        got = await consumer.consume(
+            process.HOST,
+            port,
+            topic,
+            stream.GROUP,
+            expected=len(dues),
+            timeout_s=(dues[-1] - loader.now_ms()) / 1e3 + lateness.DRAIN_GRACE_S,
+            on_batch=recorder.record,
+        )
+    return recorder.to_consumer, got.acked
+
+
+class _Meter:
+    """CPU of the server's processes and threads over the span it is entered for."""
+
+    def __init__(self, side: Side) -> None:
+        self.side = side
+        self.cpu_s = 0.0
+        self.threads: dict[tuple[int, int], tuple[float, int]] = {}
+
+    def __call__(self) -> _Meter:
+        return self
+
+    def __enter__(self) -> _Meter:
+        self._pids = self.side.pids
+        self._cpu = cpu_of(self._pids)
+        self._threads = thread_cpu(self._pids)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cpu_s = cpu_of(self._pids) - self._cpu
+        after = thread_cpu(self._pids)
+        self.threads = {
+            k: (cpu - self._threads.get(k, (0.0, 0))[0], sw - self._threads.get(k, (0.0, 0))[1])
+            for k, (cpu, sw) in after.items()
+        }
+
+
+def _delivery_round(side: Side, kind: str, round_no: int, *, rate: int, seconds: float) -> None:
+    port, pid = side.server.port, side.server.pid
+    topic = f"{TOPIC_PREFIX}{kind}-{round_no}"
+    meter = _Meter(side)
+
+    async def body() -> tuple[list[float], int]:
+        dues, _ = await lateness.load_schedule(port, rate=rate, seconds=seconds, topic=topic)
+        process.wait_idle(pid, timeout_s=3.0)  # the load's flushes are not the round's
+        window = _stream_window if kind == "stream" else _poll_window
+        before = await counters(port)
+        with process.Profile(pid, f"deliver-{side.name}-{kind}-{round_no}"):
+            got = await window(port, topic, dues, meter)
+        tally.counters.update((await counters(port)) - before)
+        return got
+
+    tally = side.tallies[kind]
+    late, acked = run(body)
+    n = int(rate * seconds)
+    tally.rounds += 1
+    tally.messages += n
+    tally.cpu_s += meter.cpu_s
+    tally.late += late
+    tally.incomplete += int(acked < n or len(late) < n)
+    if not side.names:
+        side.names = thread_names(side.pids)
+    for key, (cpu, switches) in meter.threads.items():
+        stage = _stage(side.names.get(key, "other"))
+        tally.stages[stage] += cpu
+        tally.sleeps[stage] += switches
+
+
+def _batch_round(side: Side, n: int) -> float:
+    pids = side.pids
+    before = cpu_of(pids)
+    stored = run(lambda: _batch_window(side.server.port, n))
+    cpu = cpu_of(pids) - before
+    tally = side.tallies["batch"]
+    tally.rounds += 1
+    tally.messages += stored
+    tally.cpu_s += cpu
+    return cpu / stored * 1e6 if stored else float("nan")
+
+
+def measure(
+    sides: list[Side], *, rounds: int, rate: int, seconds: float, kinds: tuple[str, ...]
+) -> None:
+    """Each round: on each side (order alternating), a batch window then each delivery
+    kind (order alternating too); each delivery round's µs a message ÷ the batch's."""
+    n = int(rate * seconds)
+    for side in sides:  # warm-up: first writes, first validations
+        run(partial(_batch_window, side.server.port, 5_000))
+    for r in range(rounds):
+        order = sides if r % 2 == 0 else sides[::-1]
+        for side in order:
+            print(f"[deliver] round {r + 1}/{rounds} {side.name}", file=sys.stderr, flush=True)
+            per_batch = _batch_round(side, n)
+            for kind in kinds if r % 2 == 0 else kinds[::-1]:
+                tally = side.tallies[kind]
+                cpu_before, msgs_before = tally.cpu_s, tally.messages
+                _delivery_round(side, kind, r, rate=rate, seconds=seconds)
+                per = (tally.cpu_s - cpu_before) / (tally.messages - msgs_before) * 1e6
+                if per_batch > 0:  # (CPU time comes in ticks: a tiny batch may read 0)
+                    side.ratios[kind].append(per / per_batch)
+
+
+# --- report ------------------------------------------------------------------------------
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+def summary(sides: list[Side], redis: redis_alt.Lateness | str | None) -> list[str]:
+    lines = []
+    for side in sides:
+        b = side.tallies["batch"]
+        lines.append(f"{side.name}: batch send {b.us_per_msg:.1f} µs CPU a message")
+        for kind in KINDS:
+            if kind not in side.tallies:
+                continue
+            t = side.tallies[kind]
+            ratios = side.ratios[kind]
+            late: Spread = spread(t.late)
+            med = statistics.median(ratios) if ratios else float("nan")
+            lines.append(
+                f"  {kind}: {t.us_per_msg:.1f} µs CPU a message delivered+acked = "
+                f"x{_ratio(t.us_per_msg, b.us_per_msg):.2f} batch send (median round x{med:.2f}, "
+                f"goal <= {GOAL_RATIO:.0f}); due -> consumer {late.ms(1)}"
+                + (f"; {t.incomplete} rounds incomplete" if t.incomplete else "")
+            )
+            total = sum(t.stages.values()) or 1.0
+            parts = ", ".join(
+                f"{stage} {cpu / t.messages * 1e6:.1f} µs ({cpu / total:.0%})"
+                for stage, cpu in sorted(t.stages.items(), key=lambda kv: -kv[1])
+                if cpu / total >= 0.01
+            )
+            lines.append(f"    by thread, µs a message: {parts}")
+            per = ", ".join(
+                f"{name} {t.counters[name] / t.messages:.3f} a message "
+                f"({t.messages / t.counters[name]:.1f} messages each)"
+                for name in COUNTERS
+                if t.counters[name]
+            )
+            lines.append(f"    the server's counts: {per}")
+            sleeps = ", ".join(
+                f"{stage} {n / t.messages:.2f}"
+                for stage, n in t.sleeps.most_common()
+                if n / t.messages >= 0.01
+            )
+            total_sleeps = sum(t.sleeps.values()) / t.messages
+            lines.append(
+                f"    threads going to sleep (a wait, a hand-off), a message: {total_sleeps:.2f}"
+                f" ({sleeps})"
+            )
+    if len(sides) == 2:
+        first, second = sides
+        for kind in ("batch", *KINDS):
+            if kind in first.tallies and kind in second.tallies:
+                ratio = _ratio(second.tallies[kind].us_per_msg, first.tallies[kind].us_per_msg)
+                lines.append(f"{kind}: CPU a message {second.name} ÷ {first.name} {ratio:.2f}")
+    if isinstance(redis, str):
+        lines.append(f"Redis Lua poller: {redis}")
+    elif redis is not None:
+        lines.append(f"Redis Lua poller, same schedule: due -> receiver {redis.to_receiver.ms(1)}")
+    return lines
+
+
+def rows(sides: list[Side], redis: redis_alt.Lateness | str | None) -> list[report.Row]:
+    side = sides[-1]
+    b = side.tallies["batch"]
+    out = []
+    for kind in KINDS:
+        if kind not in side.tallies:
+            continue
+        t = side.tallies[kind]
+        ratio = _ratio(t.us_per_msg, b.us_per_msg)
+        out.append(
+            report.Row(
+                "19",
+                f"server CPU a message delivered and acked ({kind}), {RATE_PER_S:,} timers/s",
+                f"{t.us_per_msg:.1f} µs",
+                f"batch send of 1000: {b.us_per_msg:.1f} µs a message",
+                f"x{ratio:.2f}",
+                f"<= {GOAL_RATIO:.0f} x",
+                ratio <= GOAL_RATIO and not t.incomplete,
+                f"due -> consumer {spread(t.late).ms(1)}; {t.rounds} rounds"
+                + (
+                    ""
+                    if redis is None or isinstance(redis, str)
+                    else f"; Redis poller {redis.to_receiver.ms(1)}"
+                ),
+            )
+        )
+    return out
+
+
+def _redis(rate: int, seconds: float) -> redis_alt.Lateness | str:
+    binary, why_not = process.redis_server_binary(), redis_alt.unavailable()
+    if binary is None or why_not is not None:
+        return why_not or redis_alt.NOT_INSTALLED
+    return redis_alt.measure_lateness(
+        binary, rate=rate, seconds=seconds, load_rate=loader.LOAD_RATE_FLOOR
+    )
+
+
+def compare(
+    trees: list[Path],
+    env: dict[str, str],
+    *,
+    rounds: int,
+    rate: int,
+    seconds: float,
+    kinds: tuple[str, ...],
+    env_b: dict[str, str] | None = None,
+) -> list[Side]:
+    """One side a tree (two: both up at once); ``env_b``: the second side's settings on
+    top of ``env`` (one tree given twice: one build under two settings)."""
+    root = process.ROOT
+    with tempfile.TemporaryDirectory(prefix="rocktimer-bench-deliver-") as tmp:
+        sides: list[Side] = []
+        try:
+            try:
+                for i, tree in enumerate(trees):
+                    process.ROOT = tree.resolve()
+                    work = Path(tmp) / str(i)
+                    work.mkdir()
+                    name = str(tree) if len(trees) > 1 else "server"
+                    own = {**env, **(env_b or {})} if i == 1 else env
+                    if i == 1 and env_b:
+                        name += " " + " ".join(f"{k}={v}" for k, v in env_b.items())
+                    sides.append(Side(name, process.service(work, own).start()))
+            finally:
+                process.ROOT = root
+            measure(sides, rounds=rounds, rate=rate, seconds=seconds, kinds=kinds)
+        finally:
+            for side in sides:
+                side.server.stop()
+    return sides
+
+
+def run_figure(*, seconds: float = SECONDS, rounds: int = ROUNDS) -> list[report.Row]:
+    sides = compare(
+        [process.ROOT], {}, rounds=rounds, rate=RATE_PER_S, seconds=seconds, kinds=KINDS
+    )
+    return rows(sides, _redis(RATE_PER_S, seconds))
+
+
+def _env(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"bench.deliver: --env wants NAME=VALUE, got {pair!r}")
+        out[name] = value
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.deliver", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("trees", type=Path, nargs="*", help="zero (this tree), one or two trees")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument(
+        "--env-b", action="append", default=[], metavar="NAME=VALUE", help="the second side's"
+    )
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--seconds", type=float, default=SECONDS)
+    parser.add_argument("--rate", type=int, default=RATE_PER_S)
+    parser.add_argument("--kinds", default=",".join(KINDS), help="stream,poll")
+    parser.add_argument("--redis", action="store_true", help="the Redis poller's lateness after")
+    args = parser.parse_args()
+    trees = args.trees or [process.ROOT]
+    if len(trees) > 2:
+        raise SystemExit("bench.deliver: at most two trees")
+    for tree in trees:
+        if not (tree / "app" / "__main__.py").is_file():
+            raise SystemExit(f"bench.deliver: {tree} is not a rocktimer tree (no app/__main__.py)")
+    kinds = tuple(k for k in args.kinds.split(",") if k)
+    if unknown := set(kinds) - set(KINDS):
+        raise SystemExit(f"bench.deliver: --kinds: unknown {', '.join(sorted(unknown))}")
+    if args.env_b and len(trees) != 2:
+        raise SystemExit("bench.deliver: --env-b wants two trees (the same one twice is fine)")
+    sides = compare(
+        trees,
+        _env(args.env),
+        rounds=args.rounds,
+        rate=args.rate,
+        seconds=args.seconds,
+        kinds=kinds,
+        env_b=_env(args.env_b),
+    )
+    redis = _redis(args.rate, args.seconds) if args.redis else None
+    print("\n".join(summary(sides, redis)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,281 @@
+"""A partition's changelog on real NATS JetStream servers: an owner's engine appends every
+group commit, a standby applies them into an identical store, and an owner another node
+fenced can append nothing more."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.cluster.replica import Bus, Replica
+from app.metrics import RequestTimes, registry_for
+from app.push.pusher import Pusher
+from storage.errors import PartitionUnavailable, StorageError
+from storage.keys import RECEIPT_SECRET_KEY
+from storage.store import CF, Delete, RocksStore
+from storage.txn import Txn
+from tests.cluster.replica_support import (
+    TOPIC,
+    K,
+    Loop,
+    dump,
+    engine_config,
+    has,
+    record,
+    take_over,
+)
+from tests.support.nats import NatsCluster
+from tests.support.nats import changelog as changelog_records
+from tests.workers.support import stop_within, wait_until
+from workers.engine import Engine
+
+LEASE_MS = 1500  # short: the tests wait for a lease to run out
+
+
+@pytest.fixture
+def nats(tmp_path: Path) -> Iterator[NatsCluster]:
+    with NatsCluster(tmp_path / "nats") as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def bus(nats: NatsCluster) -> Iterator[Bus]:
+    b = Bus.start(nats.urls.split(","), replicas=3, lease_ms=LEASE_MS)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def loop() -> Iterator[Loop]:
+    lp = Loop()
+    yield lp
+    lp.close()
+
+
+class Node:
+    """A partition's replica on one (in-process) node, and the engine it opens as owner."""
+
+    def __init__(self, bus: Bus, root: Path, name: str) -> None:
+        self.deposed: list[int] = []
+        self.path = str(root / name / f"p{K}")
+        self.replica = Replica(
+            bus,
+            K,
+            self.path,
+            node_id=name,
+            advertise="127.0.0.1:1",
+            on_deposed=self.deposed.append,
+        )
+        self.engine: Engine | None = None
+
+    def own(self) -> Engine:
+        changelog = take_over(self.replica, 20.0)
+        self.engine = Engine(engine_config(self.path), changelog=changelog)
+        self.engine.start()
+        return self.engine
+
+    def close(self) -> None:
+        if self.engine is not None:
+            stop_within(self.engine)
+        self.replica.close()
+
+
+@pytest.fixture
+def nodes(bus: Bus, tmp_path: Path) -> Iterator[list[Node]]:
+    made = [Node(bus, tmp_path, name) for name in ("a", "b")]
+    yield made
+    for node in made:
+        node.close()
+
+
+def test_replica_standby_applies_an_identical_store(
+    nodes: list[Node], loop: Loop, nats: NatsCluster
+) -> None:
+    a, b = nodes
+    b.replica.follow()
+    engine = a.own()
+    for i in range(300):
+        loop.run(engine.send(record(f"m{i}", body=os.urandom(i % 50))))
+    batch = [record(f"b{i}") for i in range(500)]  # one request in several group commits
+    loop.run(engine.send_batch(batch))
+    for i in range(0, 300, 7):
+        loop.run(engine.cancel(TOPIC, f"m{i}"))
+    # One commit larger than a NATS message: appended as parts, joined by the standby.
+    loop.run(engine.send(record("large", body=os.urandom(3 * 1024 * 1024))))
+    changelog = a.replica.changelog
+    assert changelog is not None
+    assert b.replica.standby is not None
+    assert b.replica.standby.wait_applied(changelog.last, 20.0)
+    kinds = [r.data[:1] for r in changelog_records(nats.urls, K)]
+    assert kinds.count(b"P") >= 2  # the large commit took several records
+    assert kinds.count(b"L") == 1
+    stop_within(engine)  # nothing more written: the stores can be compared
+    a.engine = None
+    copy = RocksStore(a.path)
+    try:
+        owner = list(dump(copy))
+    finally:
+        copy.close()
+    standby = list(dump(b.replica.standby.store))
+    assert len(owner) > 800
+    assert standby == owner
+    # The receipt secret came with the fence: both copies issue the same receipts.
+    assert any(cf == CF.META and key == b"receipt-secret" for cf, key, _ in standby)
+
+
+def test_replica_a_fenced_owner_is_refused_and_rebuilds(
+    nodes: list[Node], loop: Loop, nats: NatsCluster
+) -> None:
+    a, b = nodes
+    b.replica.follow()
+    old = a.own()
+    loop.run(old.send(record("before")))
+    old_changelog = a.replica.changelog
+    assert old_changelog is not None
+    # The owner stops renewing (a paused process would): its lease runs out, b takes over.
+    old_changelog.lease.stop_renewing()
+    new = b.own()
+    new_changelog = b.replica.changelog
+    assert new_changelog is not None
+    assert new_changelog.last > old_changelog.last
+    assert b.replica.serving
+    assert not a.replica.serving  # reads too: the router stops answering from a's copy
+    # Past its lease deadline the old owner refuses every batch without asking NATS ...
+    with pytest.raises(PartitionUnavailable, match="is not served right now"):
+        loop.run(old.send(record("stale")))
+    # ... and an append that got past the gate is refused by the stream: the fence.
+    refused = old_changelog.append((), {CF.META: {b"stale": b"1"}})
+    with pytest.raises(PartitionUnavailable):
+        refused.result(10)
+    assert old_changelog.deposed is not None
+    wait_until(lambda: a.deposed == [K], what="on_deposed")
+    writers = [r.node for r in changelog_records(nats.urls, K)]
+    assert writers[writers.index("b") :].count("a") == 0  # nothing of a's after b's fence
+    # The new owner has what the old one acknowledged, and goes on.
+    loop.run(new.send(record("after")))
+    assert has(new, "before")
+    # The deposed node drops its copy and rebuilds it from the stream as a standby.
+    stop_within(old)
+    a.engine = None
+    a.replica.demote()
+    standby = a.replica.standby
+    assert standby is not None
+    assert standby.wait_applied(new_changelog.last, 20.0)
+    assert standby.store.get(CF.META, b"stale") is None
+    assert has(new, "after")
+
+
+def test_replica_a_send_is_answered_once_its_record_is_acknowledged(
+    nodes: list[Node], loop: Loop, nats: NatsCluster
+) -> None:
+    a, _ = nodes
+    engine = a.own()
+    loop.run(engine.send(record("first")))
+    for server in nats.servers:  # JetStream cannot ack while every server is stopped
+        server.pause()
+    try:
+        held = asyncio.run_coroutine_threadsafe(engine.send(record("held")), loop.loop)
+        # Written and fsynced here, visible to readers; not answered: its record has no ack.
+        wait_until(lambda: has(engine, "held"), what="the write")
+        wait_until(lambda: sum(engine.writer.fsync_seconds.snapshot()[0]) >= 2, what="its fsync")
+        assert not held.done()
+    finally:
+        for server in nats.servers:
+            server.resume()
+    assert held.result(30).created
+    changelog = a.replica.changelog
+    assert changelog is not None
+    assert changelog.deposed is None  # nobody else took it: the same owner goes on
+
+
+def test_replica_a_quick_reply_is_not_given_once_the_lease_ran_out_during_its_batch(
+    nodes: list[Node], loop: Loop
+) -> None:
+    a, _ = nodes
+    engine = a.own()
+    changelog = a.replica.changelog
+    assert changelog is not None
+    lease = changelog.lease
+
+    def receive_while_paused(txn: Txn) -> str:
+        """A batch that outlives the lease, as one running when the process was stopped."""
+        lease.stop_renewing()
+        wait_until(lambda: not lease.valid, what="the lease deadline")
+        txn.put(CF.META, b"late", b"1")
+        return "answered from a superseded copy"
+
+    async def submit() -> str:
+        return await engine.writer.submit(receive_while_paused, durable=False)
+
+    with pytest.raises(PartitionUnavailable, match="is not served right now"):
+        loop.run(submit())
+
+
+def test_replica_a_node_with_a_longer_lease_keeps_the_buckets(bus: Bus, nats: NatsCluster) -> None:
+    """The owners' bucket expires leases after the TTL it was made with: a node set to a
+    longer lease would otherwise serve past the moment another node may take over."""
+    other = Bus.start(nats.urls.split(","), replicas=3, lease_ms=4 * LEASE_MS)
+    try:
+        assert other.lease_ms == LEASE_MS
+    finally:
+        other.close()
+
+
+def test_replica_an_engine_never_makes_a_receipt_secret_of_its_own(nodes: list[Node]) -> None:
+    """The secret comes with the partition's first fence, the same on every copy."""
+    a, _ = nodes
+    changelog = take_over(a.replica, 20.0)
+    copy = RocksStore(a.path)
+    try:
+        assert copy.get(CF.META, RECEIPT_SECRET_KEY) is not None
+        copy.write([Delete(CF.META, RECEIPT_SECRET_KEY)], sync=True)
+    finally:
+        copy.close()
+    with pytest.raises(StorageError, match="no receipt secret"):
+        Engine(engine_config(a.path), changelog=changelog)
+
+
+def test_replica_an_owner_serves_again_after_nats_was_gone_longer_than_its_lease(
+    nodes: list[Node], loop: Loop, nats: NatsCluster
+) -> None:
+    """Its lease lapses while no server answers (it refuses meanwhile); nobody else took
+    the partition, so once NATS is back it takes the lease again and goes on."""
+    a, _ = nodes
+    engine = a.own()
+    loop.run(engine.send(record("before")))
+    changelog = a.replica.changelog
+    assert changelog is not None
+    for server in nats.servers:
+        server.pause()
+    try:
+        wait_until(lambda: not changelog.lease.valid, what="the lease to lapse")
+        assert not a.replica.serving
+        time.sleep(2 * LEASE_MS / 1000)  # the key expires on the servers meanwhile
+    finally:
+        for server in nats.servers:
+            server.resume()
+    wait_until(lambda: a.replica.serving, 30.0, "the lease taken again")
+    loop.run(engine.send(record("after")))
+    assert changelog.deposed is None
+    assert has(engine, "after")
+
+
+def test_replica_metrics_show_the_changelog(nodes: list[Node], loop: Loop) -> None:
+    a, _ = nodes
+    engine = a.own()
+    loop.run(engine.send(record("m")))
+    registry = registry_for(engine, RequestTimes(), Pusher(engine, frozenset()))  # as /metrics
+    samples = {
+        s.name: s.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in family.samples
+    }
+    assert samples["rocktimer_changelog_records_total"] >= 1
+    assert samples["rocktimer_changelog_append_seconds_count"] >= 1
