@@ -6,7 +6,7 @@ from typing import Any
 
 from pipeline import cli
 from storage.events import COLUMNS as EVENT_COLUMNS
-from storage.events import EventKind
+from storage.events import PARTITION_COLUMN, EventKind
 
 # The kinds of event the service writes (pipeline.md §1).
 KINDS = tuple(kind.name.lower() for kind in EventKind)
@@ -14,7 +14,7 @@ KINDS = tuple(kind.name.lower() for kind in EventKind)
 # segments carry the partition in this column; a segment without it (one partition, or
 # sealed before the column) is partition 0's. Events are named by (partition, seq): each
 # partition numbers its own.
-PARTITION = "partition"
+PARTITION = PARTITION_COLUMN[0]
 COLUMNS = (*(name for name, _, _ in EVENT_COLUMNS), PARTITION)
 _SPARK_TYPES = {"int64": "long", "int32": "int", "string": "string"}
 EVENT_DDL = ", ".join(

@@ -31,11 +31,9 @@ def write_events(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from storage.event_table import SCHEMA
+    from storage.event_table import SCHEMA, SEGMENT_SCHEMA
 
-    schema = (
-        SCHEMA if partition is None else SCHEMA.append(pa.field("partition", pa.int32(), False))
-    )
+    schema = SCHEMA if partition is None else SEGMENT_SCHEMA
     rows = [{name: e.get(name) for name in SCHEMA.names} for e in events]
     if partition is not None:
         rows = [{**row, "partition": partition} for row in rows]
