@@ -16,7 +16,7 @@ from typing import Any
 from pipeline import charts, cli
 from pipeline.events import COLUMNS, KINDS, MINUTE_MS, PARTITION, read_events, time_range
 
-# The columns the tables read: every event column but these two.
+# The columns the tables read: every event column but these.
 USED = tuple(column for column in COLUMNS if column not in ("seq", "tag", PARTITION))
 PERCENTILE_ACCURACY = 10_000  # percentile_approx: rank error 1/10 000, exact below that
 COUNTED = KINDS  # a count of each kind of event, in the event schema's order
@@ -31,28 +31,9 @@ def _lateness(F: Any) -> Any:
     )
 
 
-# The levels of the one aggregation, as grouping sets over these columns; grouping_id's
-# bit is set for a column a level does not group by (the first column is the high bit).
-GROUPED = ("topic", "minute_ms", "attempt", "_b")
-LEVELS = {
-    "by_minute": ("topic", "minute_ms"),
-    "by_topic": ("topic",),
-    "overall": (),
-    "by_attempt": ("topic", "attempt"),
-    "histogram": ("_b",),
-}
-
-
-def level_id(keys: tuple[str, ...]) -> int:
-    """grouping_id() of the level that groups by ``keys``."""
-    return sum(1 << (len(GROUPED) - 1 - i) for i, c in enumerate(GROUPED) if c not in keys)
-
-
-def _aggregate(F: Any, ev: Any) -> Any:
-    """Every table's figures in one aggregation (one pass over the events): per topic and
-    minute, per topic, overall, per topic and attempt, per lateness bucket. Counts per
-    kind, retries (receives after the first), early deliveries, lateness p50/p95/p99/max,
-    and the overall span and event count."""
+def _figures(F: Any, ev: Any, keys: list[str], extra: dict[str, Any] | None = None) -> Any:
+    """Counts per kind, lateness p50/p95/p99/max, retries (receives after the first), and
+    the ``extra`` aggregates."""
     late = _lateness(F)
     pct = F.percentile_approx(late, [0.5, 0.95, 0.99], PERCENTILE_ACCURACY)
     aggs = [F.count(F.when(F.col("kind") == k, 1)).alias(k) for k in COUNTED]
@@ -61,42 +42,20 @@ def _aggregate(F: Any, ev: Any) -> Any:
         F.count(F.when(late < 0, 1)).alias("early"),
         pct.alias("_pct"),
         F.max(late).alias("lateness_max_ms"),
-        F.count(F.lit(1)).alias("events"),
-        F.min("event_time_ms").alias("first_ms"),
-        F.max("event_time_ms").alias("last_ms"),
-        F.grouping_id().alias("_level"),
     ]
-    sets = [list(keys) for keys in LEVELS.values()]
-    return (
-        ev.groupingSets(sets, *GROUPED)
-        .agg(*aggs)
-        .select(
-            *GROUPED,
-            *COUNTED,
-            "retries",
-            "early",
-            F.col("_pct")[0].alias("lateness_p50_ms"),
-            F.col("_pct")[1].alias("lateness_p95_ms"),
-            F.col("_pct")[2].alias("lateness_p99_ms"),
-            "lateness_max_ms",
-            "events",
-            "first_ms",
-            "last_ms",
-            "_level",
-        )
+    extra = extra or {}
+    out = ev.groupBy(*keys).agg(*aggs, *[value.alias(name) for name, value in extra.items()])
+    return out.select(
+        *keys,
+        *COUNTED,
+        "retries",
+        "early",
+        F.col("_pct")[0].alias("lateness_p50_ms"),
+        F.col("_pct")[1].alias("lateness_p95_ms"),
+        F.col("_pct")[2].alias("lateness_p99_ms"),
+        "lateness_max_ms",
+        *extra,
     )
-
-
-FIGURES = (
-    *COUNTED,
-    "retries",
-    "early",
-    "lateness_p50_ms",
-    "lateness_p95_ms",
-    "lateness_p99_ms",
-    "lateness_max_ms",
-)
-ATTEMPT_KINDS = ("received", "acked", "nacked", "expired", "dead")
 
 
 def _ack_times(F: Any, ev: Any) -> Any:
@@ -130,46 +89,58 @@ def _ack_times(F: Any, ev: Any) -> Any:
 
 
 def build(spark: Any, events: str, from_ms: int | None, to_ms: int | None) -> dict[str, Any]:
-    """The report's tables as pyarrow Tables, plus the overall figures: one aggregation
-    over the events (every level at once, brought to the driver once: it is per topic and
-    minute, small) and the ack times (only delivered and acked events)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    """The report's tables as pyarrow Tables, plus the overall figures."""
     from pyspark.sql import functions as F
 
-    ev = read_events(spark, events, from_ms, to_ms).where(F.col("kind").isin(*KINDS)).select(*USED)
-    minute = F.col("event_time_ms") - F.col("event_time_ms") % MINUTE_MS
-    late = _lateness(F)
-    # The bucket is a column computed once a row, grouped on: no 22-way count per group.
-    bucket = F.when(late.isNotNull(), charts.bucket_expr(F, late))
-    ev = ev.withColumn("minute_ms", minute).withColumn("_b", bucket)
-    levels = _aggregate(F, ev).toArrow()
-    acks = _ack_times(F, ev).toArrow()
-
-    def level(name: str) -> Any:
-        return levels.filter(pc.equal(levels["_level"], level_id(LEVELS[name])))
-
-    by_minute = level("by_minute").select(["topic", "minute_ms", *FIGURES])
-    by_minute = by_minute.sort_by([("topic", "ascending"), ("minute_ms", "ascending")])
-    by_topic = level("by_topic").select(["topic", *FIGURES])
-    by_topic = by_topic.join(acks, "topic", join_type="left outer").sort_by("topic")
-    by_attempt = level("by_attempt").filter(pc.is_valid(level("by_attempt")["attempt"]))
-    by_attempt = by_attempt.select(["topic", "attempt", *ATTEMPT_KINDS])
-    by_attempt = by_attempt.sort_by([("topic", "ascending"), ("attempt", "ascending")])
-    buckets = level("histogram")
-    hist = sorted(
-        (b, n)
-        for b, n in zip(buckets["_b"].to_pylist(), buckets["events"].to_pylist(), strict=True)
-        if b is not None and n
+    # Cached as the columns the tables use: seq, tag and partition would be a fifth of it.
+    ev = (
+        read_events(spark, events, from_ms, to_ms)
+        .where(F.col("kind").isin(*KINDS))
+        .select(*USED)
+        .cache()
     )
-    overall_rows = level("overall").select([*FIGURES, "first_ms", "last_ms", "events"])
-    row = overall_rows.to_pylist()[0] if overall_rows.num_rows else {}
+    try:
+        by_topic = _figures(F, ev, ["topic"]).join(_ack_times(F, ev), "topic", "left")
+        minute = (F.col("event_time_ms") - F.col("event_time_ms") % MINUTE_MS).alias("minute_ms")
+        by_minute = _figures(F, ev.withColumn("minute_ms", minute), ["topic", "minute_ms"])
+        by_attempt = (
+            ev.where(F.col("attempt").isNotNull())
+            .groupBy("topic", "attempt")
+            .agg(
+                *[
+                    F.count(F.when(F.col("kind") == k, 1)).alias(k)
+                    for k in ("received", "acked", "nacked", "expired", "dead")
+                ]
+            )
+        )
+        # The overall figures, the span and the lateness histogram in one aggregation
+        # (one pass over the cache, not four).
+        # The bucket is a column computed once a row: inside each bucket's count it would
+        # be 22 copies of a 20-way expression to generate code for and evaluate.
+        late = _lateness(F)
+        bucket = F.when(late.isNotNull(), charts.bucket_expr(F, late))
+        buckets = range(charts.EARLY, len(charts.EDGES_MS) + 1)
+        extra = {
+            "events": F.count(F.lit(1)),
+            "first_ms": F.min("event_time_ms"),
+            "last_ms": F.max("event_time_ms"),
+            **{f"_bucket{i}": F.count(F.when(F.col("_b") == i, 1)) for i in buckets},
+        }
+        everything = ev.withColumn("all", F.lit(1)).withColumn("_b", bucket)
+        total = _figures(F, everything, ["all"], extra).drop("all")
+        tables = {
+            "by_topic": by_topic.orderBy("topic").toArrow(),
+            "by_minute": by_minute.orderBy("topic", "minute_ms").toArrow(),
+            "by_attempt": by_attempt.orderBy("topic", "attempt").toArrow(),
+        }
+        overall = total.collect()
+    finally:
+        ev.unpersist()
+    row = overall[0].asDict() if overall else {}
+    hist = [(i, n) for i in buckets if (n := row.pop(f"_bucket{i}", 0))]
     events_n = row.pop("events", 0)
-    if not events_n:
-        row = {}
-    tables = {"by_topic": by_topic, "by_minute": by_minute, "by_attempt": by_attempt}
     return {
-        "tables": {name: pa.table(t) for name, t in tables.items()},
+        "tables": tables,
         "overall": row,
         "histogram": hist,
         "events": events_n,
