@@ -86,6 +86,15 @@ class NotReady(RocktimerError):
     """The store or a worker is not running: /readyz says so (503)."""
 
 
+class PartitionsNotServed(NotReady):
+    """A worker (node) does not serve its partitions right now: /readyz says which, with
+    every process's state as the problem's ``members`` (503 + Retry-After)."""
+
+    def __init__(self, detail: str, members: Mapping[str, Any]) -> None:
+        super().__init__(detail)
+        self.members = members
+
+
 class Reply(NamedTuple):
     status: int
     title: str
@@ -119,6 +128,7 @@ REPLIES: dict[type[Exception], Reply] = {
     StorageError: Reply(503, "Service Unavailable", UNAVAILABLE, RETRY_SOON),
     DiskFullError: Reply(503, "Service Unavailable", None, RETRY_SOON),
     NotReady: Reply(503, "Service Unavailable", None, logged=False),
+    PartitionsNotServed: Reply(503, "Service Unavailable", None, RETRY_SOON, logged=False),
     PartitionUnavailable: Reply(503, "Service Unavailable", None, RETRY_SOON, logged=False),
     CorruptRecordError: Reply(500, "Internal Server Error", UNEXPECTED),
 }
@@ -241,7 +251,8 @@ def render(exc: Exception) -> Response:
     if isinstance(exc, Overloaded):
         headers["Retry-After"] = str(exc.retry_after_s)
     errors = exc.errors if isinstance(exc, InvalidInput) else None
-    return problem(found.status, found.title, public_detail(exc), errors, headers or None)
+    more = exc.members if isinstance(exc, PartitionsNotServed) else None
+    return problem(found.status, found.title, public_detail(exc), errors, headers or None, more)
 
 
 def install(app: FastAPI) -> None:

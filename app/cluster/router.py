@@ -38,7 +38,7 @@ from app.cluster.gather import Answer, Part, call, merged_page, replay, unanswer
 from app.cluster.layout import partition_of
 from app.cluster.locator import Locator
 from app.cluster.relay import OwnerDown, unavailable
-from app.errors import RETRY_SOON, problem
+from app.errors import PartitionsNotServed, render
 from app.limits import BodyLimit
 from app.wire import json_response
 from storage.keys import DLQ_PREFIX
@@ -299,12 +299,11 @@ def _not_ready(label: str, processes: list[dict[str, Any]]) -> Response:
         return f"{label} {w[label]} (partitions {partitions}) is {state}"
 
     named = "; ".join(one(w) for w in processes if w["status"] in ("down", "not ready"))
-    return problem(
-        503,
-        "Service Unavailable",
-        f"{named or 'no partition is served yet'}; the other {label}s serve their partitions",
-        headers=dict(RETRY_SOON),
-        more={f"{label}s": processes},
+    return render(
+        PartitionsNotServed(
+            f"{named or 'no partition is served yet'}; the other {label}s serve their partitions",
+            {f"{label}s": processes},
+        )
     )
 
 

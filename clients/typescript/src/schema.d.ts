@@ -338,6 +338,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What the service accepts: request and batch sizes, body and delay limits */
+        get: operations["get_limits"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/metrics": {
         parameters: {
             query?: never;
@@ -669,6 +686,25 @@ export interface components {
              * @enum {string}
              */
             policy: "levels";
+        };
+        /**
+         * Limits
+         * @description What the service accepts, for clients that size their requests (the bulk loader):
+         *     its settings, not the client's.
+         */
+        Limits: {
+            /** Max Request Bytes */
+            max_request_bytes: number;
+            /** Max Batch */
+            max_batch: number;
+            /** Max Body Bytes */
+            max_body_bytes: number;
+            /** Max Properties */
+            max_properties: number;
+            /** Max Delay Ms */
+            max_delay_ms: number;
+            /** Partitions */
+            partitions: number;
         };
         /** MessagePage */
         MessagePage: {
@@ -3204,6 +3240,26 @@ export interface operations {
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_limits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Limits"];
                 };
             };
         };

@@ -27,6 +27,7 @@ from .invisibility_request import InvisibilityRequest
 from .invisibility_result import InvisibilityResult
 from .lateness_summary import LatenessSummary
 from .levels_policy import LevelsPolicy
+from .limits import Limits
 from .message_page import MessagePage
 from .message_view import MessageView
 from .message_view_properties import MessageViewProperties
@@ -92,6 +93,7 @@ __all__ = (
     "InvisibilityResult",
     "LatenessSummary",
     "LevelsPolicy",
+    "Limits",
     "MessagePage",
     "MessageView",
     "MessageViewProperties",
