@@ -19,7 +19,7 @@ Then, on the default cluster:
 - **failover**: FAILOVERS times, SIGKILL the owner of the topic's partition and send through
   another node until a send is answered 201 (p50, max); the killed node is started again;
 - **standby lag**: a full-speed batch producer for LAG_S seconds while the last record
-  delivered to the standby (its ordered consumer on the partition's subject, as JetStream's
+  delivered to the standby (its pull consumer on the partition's subject, as JetStream's
   consumer info reports it) is compared with the subject's last seq every 100 ms (records
   behind: p50, max), and the time the standby needs to catch up once the producer stops;
 - **rebuild**: a node that owns nothing is killed, its data dir removed, and started again:
@@ -175,7 +175,7 @@ def failovers(cluster: Cluster, n: int) -> list[float]:
 
 def standby_seq(cluster: Cluster, k: int) -> int | None:
     """The stream seq of the last changelog record delivered to partition ``k``'s standby
-    (its ordered consumer on the subject, as JetStream reports it); None: no standby."""
+    (its pull consumer on the subject, as JetStream reports it); None: no standby."""
     seqs = [r.delivered_seq for r in readers(cluster.nats.urls) if r.partition == k]
     return max(seqs) if seqs else None
 

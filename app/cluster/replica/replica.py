@@ -40,6 +40,7 @@ from storage.store import CF, SECRET_BYTES, Put
 log = logging.getLogger("rocktimer.cluster")
 
 TAKE_OVER_S = 30.0  # default bound on catching up and fencing
+CATCH_UP_LOG_S = 5.0  # a long catch-up says how far it got this often
 
 
 class LeaseHeld(Exception):
@@ -166,16 +167,23 @@ class Replica:
         """Catch up and append the fence record; its seq and epoch (one more than the last
         fence's: the lease's value says so from its next renewal)."""
         attempt = 0
+        started = time.monotonic()
+        target = 0
         while True:
             if not lease.valid or time.monotonic() > give_up_at:
-                raise TimeoutError(f"p{self.k}: could not fence the changelog in time")
+                raise TimeoutError(
+                    f"p{self.k}: could not fence the changelog within "
+                    f"{time.monotonic() - started:.1f} s: the copy holds up to seq "
+                    f"{standby.applied} of {target}"
+                    + ("" if lease.valid else f" (lease lost: {lease.lost or 'lapsed'})")
+                )
             try:
                 target = self.bus.call(last_seq(self.bus, self.k), API_TIMEOUT_S * 3)
             except Exception as exc:  # the stream's leader being elected: ask again
                 log.warning("p%d: the changelog's last seq not answered (%s)", self.k, exc)
                 time.sleep(RETRY_S)
                 continue
-            if not standby.wait_applied(target, max(0.0, give_up_at - time.monotonic())):
+            if not self._catch_up(standby, target, give_up_at):
                 continue
             epoch = standby.epoch + 1
             lease.value = owner_value(self.node_id, self.advertise, epoch, token)
@@ -198,6 +206,23 @@ class Replica:
             )
             if seq is not None:
                 return seq, epoch
+
+    def _catch_up(self, standby: Standby, target: int, give_up_at: float) -> bool:
+        """Wait until the copy holds ``target`` or ``give_up_at``; a line every
+        CATCH_UP_LOG_S says how far it got meanwhile."""
+        while True:
+            left = give_up_at - time.monotonic()
+            if standby.wait_applied(target, max(0.0, min(left, CATCH_UP_LOG_S))):
+                return True
+            if left <= CATCH_UP_LOG_S:
+                return False
+            log.info(
+                "p%d: taking over: the copy holds up to seq %d of %d (%.0f s left)",
+                self.k,
+                standby.applied,
+                target,
+                give_up_at - time.monotonic(),
+            )
 
     def _holder(self) -> str:
         async def get() -> str:

@@ -1,14 +1,21 @@
 """A standby: partition k's copy on a node that does not own it, kept up with the changelog.
 
-It reads ``rocktimer.changelog.<k>`` with an ordered consumer from the seq after the one
-its copy holds, and writes each run of records that arrived together as one WriteBatch
-(``RocksStore.write_commits``), with the seq applied in that same batch: a crash keeps both
-or neither, and the next start reads on from there. An empty copy is rebuilt from the
-stream (from the latest snapshot, if there is one: snapshot.py). Every so many records
-applied (snapshot.py says when) it stores a snapshot of its copy and purges the records
-below it; if it
-finds records missing before the next one (purged while it was away), it restores the
-snapshot and reads on from there.
+It reads ``rocktimer.changelog.<k>`` through a pull consumer of its own, from the seq after
+the one its copy holds: it fetches a batch, writes it as one WriteBatch
+(``RocksStore.write_commits``) with the seq applied in that same batch, and only then
+fetches the next. So a standby slower than its owner (a burst, a busy disk) leaves the
+records waiting in the stream, never in a client buffer that overflows: nothing is dropped
+between the stream and the copy. A crash keeps both the records and their seq or neither,
+and the next start reads on from there. An empty copy is rebuilt from the stream (from the
+latest snapshot, if there is one: snapshot.py). Every so many records applied (snapshot.py
+says when) it stores a snapshot of its copy and purges the records below it.
+
+Every record names the seq of the record before it (``Rocktimer-Prev``), and a record is
+applied only right after that one: never over a gap, never out of order. If records are
+missing before one it was handed, the copy keeps what it holds and the standby reads again
+from the seq after it. If the stream itself no longer has them (purged below a snapshot
+while this copy was away: the first record a new consumer hands over already follows a
+gap), it restores the snapshot, which holds them, and reads on from there.
 """
 
 from __future__ import annotations
@@ -22,11 +29,10 @@ import tempfile
 import threading
 import time
 
-import nats.errors
-from nats.aio.subscription import Subscription
-from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from app.cluster.replica.bus import Bus, subject
+from app.cluster.replica.bus import API_TIMEOUT_S, STREAM, Bus, subject
 from app.cluster.replica.codec import (
     COMMITS,
     FENCE,
@@ -40,6 +46,7 @@ from app.cluster.replica.owner import PREV_HEADER
 from app.cluster.replica.snapshot import (
     SNAPSHOT_MIN_BYTES,
     SNAPSHOT_RECORDS,
+    latest_seq,
     put,
     restore,
     take,
@@ -51,17 +58,24 @@ from storage.store import CF, Put, RocksStore
 
 log = logging.getLogger("rocktimer.cluster")
 
-APPLY_BATCH = 512  # records written as one WriteBatch at most (rebuild: bigger is faster)
-POLL_S = 0.25  # how often the reader looks whether it was told to stop
-PENDING_LIMIT = 4096  # records buffered by the subscription
-PENDING_BYTES = 64 * 1024 * 1024  # and their bytes (past either, the consumer starts again)
+FETCH_RECORDS = 512  # records fetched (and written as one WriteBatch) at most: rebuild speed
+FETCH_BYTES = 64 * 1024 * 1024  # about as many bytes of records at most (fewer when large)
+POLL_S = 0.25  # a fetch waits this long for records (and the reader sees a stop this often)
+IDLE_CHECK_S = 2.0  # a reader handed nothing this long asks whether its consumer still exists
+CONSUMER_IDLE_S = 30.0  # the servers drop a reader's consumer once unused this long (node gone)
 RESUBSCRIBE_S = 0.5  # after a failed read or write, before reading again
+NO_SNAPSHOT_S = 5.0  # records missing from the stream and no snapshot holding them: retry
 
 Item = tuple[int, int | None, bytes]  # a record: its seq, the seq before it, its data
 
 
 class Gap(Exception):
-    """Records are missing before this one: the copy must be restored from the snapshot."""
+    """Records are missing before this one: none of it is applied."""
+
+    def __init__(self, seq: int, prev: int, applied: int, *, first: bool) -> None:
+        super().__init__(f"record {seq} follows {prev}, the copy holds up to {applied}")
+        self.prev = prev
+        self.first = first  # the first record a new consumer handed over: the stream lacks them
 
 
 class Standby:
@@ -94,6 +108,7 @@ class Standby:
         self.errors = 0
         self._parts: list[bytes] = []  # a P... run waiting for its L
         self._parts_from = 0  # the seq applied before that run
+        self._fetch_records = FETCH_RECORDS  # the next fetch's size (see _fetch)
         self._cond = threading.Condition()
         self._stop = asyncio.Event()
         self._task = bus.submit(self._follow())
@@ -120,67 +135,97 @@ class Standby:
             return self._cond.wait_for(lambda: self.applied >= seq, timeout_s)
 
     async def _follow(self) -> None:
-        """Read and apply until stopped; after any error, log it and subscribe again from
-        the seq after the one applied (a standby that stopped reading is no standby)."""
+        """Read and apply until stopped; after any error, log it and read again from the
+        seq after the one applied (a standby that stopped reading is no standby)."""
         while not self._stop.is_set():
             try:
                 try:
                     await self._read()
                 except Gap as gap:
-                    log.warning("standby p%d: %s: restoring the snapshot", self.k, gap)
-                    await asyncio.to_thread(self._restore)
+                    if gap.first:  # gone from the stream: only a snapshot holds them
+                        await asyncio.to_thread(self._restore, gap)
+                    else:  # lost on the way here: the stream has them, read them again
+                        log.warning(
+                            "standby p%d: %s: reading again from %d",
+                            self.k,
+                            gap,
+                            self._rewind() + 1,
+                        )
             except Exception as exc:
                 self.errors += 1
-                if self._parts:  # read the unfinished run again
-                    self._parts.clear()
-                    self.applied = self._parts_from
-                log.warning("standby p%d: %s; reading again from %d", self.k, exc, self.applied + 1)
+                log.warning(
+                    "standby p%d: %s; reading again from %d", self.k, exc, self._rewind() + 1
+                )
                 await asyncio.sleep(RESUBSCRIBE_S)
 
+    def _rewind(self) -> int:
+        """Back to the seq the copy holds on disk (an unfinished P... run is read again);
+        that seq."""
+        if self._parts:
+            self._parts.clear()
+            with self._cond:
+                self.applied = self._parts_from
+        return self.applied
+
     async def _read(self) -> None:
-        sub = await self.bus.js.subscribe(
-            subject(self.k),
-            ordered_consumer=True,
-            config=ConsumerConfig(
-                deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self.applied + 1
-            ),
-            pending_msgs_limit=PENDING_LIMIT,
-            pending_bytes_limit=PENDING_BYTES,
+        """One consumer from the seq after the one applied: fetch, apply, fetch again."""
+        self._rewind()
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=self.applied + 1,
+            ack_policy=AckPolicy.NONE,  # its position is the copy's seq, not the server's
+            inactive_threshold=CONSUMER_IDLE_S,
+            mem_storage=True,
+            num_replicas=1,
         )
+        sub = await self.bus.js.pull_subscribe(subject(self.k), stream=STREAM, config=config)
+        first = True
+        handed_at = time.monotonic()
         try:
             while not self._stop.is_set():
-                batch = await self._take(sub)
+                batch = await self._fetch(sub)
                 if batch:
-                    await asyncio.to_thread(self._apply, batch)
+                    handed_at = time.monotonic()
+                    await asyncio.to_thread(self._apply, batch, first)
+                    first = False
+                elif time.monotonic() - handed_at > IDLE_CHECK_S:
+                    # a consumer lost with its server hands nothing: NotFound, read again
+                    await sub.consumer_info()
+                    handed_at = time.monotonic()
         finally:
             try:
                 await sub.unsubscribe()
-            except Exception as exc:  # the connection is gone: nothing to unsubscribe
+                if config.name:
+                    await self.bus.js.delete_consumer(STREAM, config.name)
+            except Exception as exc:  # the connection or the consumer is gone already
                 log.debug("standby p%d unsubscribe: %s", self.k, exc)
 
-    async def _take(self, sub: Subscription) -> list[Item]:
+    async def _fetch(self, sub: JetStreamContext.PullSubscription) -> list[Item]:
+        """The next records, in seq order: as many as are there, up to the batch size
+        (FETCH_RECORDS, fewer when records are large: about FETCH_BYTES); [] if none came
+        within POLL_S."""
         try:
-            msg = await sub.next_msg(timeout=POLL_S)
-        except nats.errors.TimeoutError:
+            msgs = await sub.fetch(self._fetch_records, timeout=POLL_S)
+        except TimeoutError:  # nats-py says "no records yet" so (nats.errors.TimeoutError)
             return []
-        msgs = [msg]
-        while sub.pending_msgs > 0 and len(msgs) < APPLY_BATCH:
-            msgs.append(await sub.next_msg(timeout=POLL_S))
+        size = sum(len(m.data) for m in msgs)
+        self._fetch_records = max(1, min(FETCH_RECORDS, FETCH_BYTES * len(msgs) // max(1, size)))
         return [(m.metadata.sequence.stream, _prev(m.headers), m.data) for m in msgs]
 
-    def _apply(self, batch: list[Item]) -> None:
+    def _apply(self, batch: list[Item], first: bool = False) -> None:
         """Write these records (in seq order) and the seq they reach, as one batch; then
         a snapshot, if one is due. Gap if records are missing before one of them (what
-        came before it is written first)."""
+        came before it is written first); ``first``: the batch is the first a new consumer
+        handed over."""
         commits: list[Commit] = []
         epoch = self.epoch
         last = self.applied
         gap: Gap | None = None
-        for seq, prev, data in batch:
-            if seq <= last:  # delivered again (the consumer was reset): already here
+        for i, (seq, prev, data) in enumerate(batch):
+            if seq <= last:  # delivered again: already here
                 continue
             if prev is not None and prev != last:
-                gap = Gap(f"record {seq} follows {prev}, the copy holds up to {last}")
+                gap = Gap(seq, prev, last, first=first and i == 0)
                 break
             kind = data[:1]
             try:
@@ -258,10 +303,26 @@ class Standby:
 
         self._uploading.add_done_callback(done)
 
-    def _restore(self) -> None:
-        """Replace the copy with the stored snapshot (a gap: its records were purged). If
-        that fails, the copy is left empty (read again from the first record: the gap
+    def _restore(self, gap: Gap) -> None:
+        """Replace the copy with the stored snapshot: the stream no longer has the records
+        before the one after ``gap`` (purged below a snapshot while this copy was away).
+        A snapshot that does not reach them (none, or older) would not help: the copy is
+        kept, and read again later (an error: records were lost from the stream). If the
+        restore fails, the copy is left empty (read again from the first record: the gap
         comes back and the restore is tried again)."""
+        stored = self.bus.call(latest_seq(self.bus, self.k), API_TIMEOUT_S * 3)
+        if stored < gap.prev:
+            log.error(
+                "standby p%d: %s, and no snapshot holds the records before it (the latest "
+                "is at %d): keeping the copy, reading again in %.0f s",
+                self.k,
+                gap,
+                stored,
+                NO_SNAPSHOT_S,
+            )
+            time.sleep(NO_SNAPSHOT_S)
+            return
+        log.warning("standby p%d: %s: restoring the snapshot at %d", self.k, gap, stored)
         self.store.close()
         shutil.rmtree(self.path, ignore_errors=True)
         try:
