@@ -26,8 +26,10 @@ $(VENV)/.test-stamp: pyproject.toml | $(VENV)/bin/python
 run: $(VENV)/.run-stamp  ## start the service on 127.0.0.1:8080, data under ./data, one worker per core
 	$(PY) -m app
 
+# Two test processes, a file each at a time: most tests wait (on servers, fsyncs, leases, a
+# JVM), so two overlap on a 2-core machine; a file stays in one process (its fixtures).
 test: $(VENV)/.test-stamp chromium fuse3 redis  ## the whole suite: unit, engine, end to end over real HTTP
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 # Debian packages the suite drives, installed here when missing and we are root:
 # $(call need,COMMAND,PACKAGE,WHAT IT IS FOR).
