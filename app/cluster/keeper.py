@@ -9,7 +9,7 @@ is ~3 MiB.
 
 It does what the supervisor did: a worker that exits is started again at once (after a
 pause that doubles, up to RESTART_PAUSE_MAX_S, while it keeps dying young) — now as a
-new interpreter, ``python -m app.cluster.worker <index>`` with the same environment,
+new interpreter, ``python -m app.cluster.worker <index> <its pid>`` with the same environment,
 which imports what it runs before it serves (its pages are its own); meanwhile the
 others serve their own partitions and answer 503 + Retry-After for its. A worker that
 exits for a bad setting stops them all (exit with its code). SIGTERM or SIGINT stops
@@ -40,7 +40,7 @@ def boot_argv(
 ) -> list[str]:
     """The command line that replaces the supervisor with this module: ``root`` is where
     ``app`` is imported from; the workers are restarted as ``python -m
-    app.cluster.worker <index>`` with this interpreter."""
+    app.cluster.worker <index> <keeper pid>`` with this interpreter."""
     boot = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
         "from app.cluster.keeper import main; main(sys.argv[2:])"
@@ -60,7 +60,9 @@ class Child:
 
     def start(self) -> None:
         self.started = time.monotonic()
-        self.pid = os.posix_spawn(self.command[0], [*self.command, str(self.index)], os.environ)
+        self.pid = os.posix_spawn(
+            self.command[0], [*self.command, str(self.index), str(os.getpid())], os.environ
+        )
 
     def exit_code(self) -> int | None:
         done, status = os.waitpid(self.pid, os.WNOHANG)

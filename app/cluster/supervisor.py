@@ -35,6 +35,7 @@ def fork_worker(index: int, settings: Settings, layout: Layout) -> int:
     """Worker ``index`` forked from this process, which has already imported what a worker
     runs and holds no thread, socket or store: its start skips the interpreter's and the
     imports (most of a start), and the imported pages stay shared. Its PID."""
+    supervisor = os.getpid()
     pid = os.fork()
     if pid:
         return pid
@@ -42,7 +43,7 @@ def fork_worker(index: int, settings: Settings, layout: Layout) -> int:
     try:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, signal.SIG_DFL)  # uvicorn sets its own
-        die_with_parent()
+        die_with_parent(supervisor)
         worker.run(settings, layout, index)
         code = 0
     except SystemExit as exc:

@@ -112,12 +112,14 @@ def partition_settings(settings: Settings, layout: Layout, k: int) -> Settings:
     )
 
 
-def die_with_parent() -> None:
-    """SIGTERM when the supervisor dies, however it dies (Linux's PR_SET_PDEATHSIG)."""
-    parent = os.getppid()
+def die_with_parent(parent: int) -> None:
+    """SIGTERM when the supervisor (``parent``, the PID that started this process) dies,
+    however it dies (Linux's PR_SET_PDEATHSIG); an exit now if it died before this call:
+    a worker left behind would hold its partitions' stores, and the next start could not
+    open them."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent:  # it died before the call
+    if os.getppid() != parent:
         raise SystemExit(0)
 
 
@@ -183,11 +185,11 @@ def run(settings: Settings, layout: Layout, index: int) -> None:
 
 def main(argv: list[str]) -> None:
     """A worker started again by the keeper (app/cluster/keeper.py), as a new interpreter:
-    ``python -m app.cluster.worker <index>``, with the service's environment."""
+    ``python -m app.cluster.worker <index> <keeper's pid>``, with the service's environment."""
     settings = load_settings()
     logs.configure(settings.log_level, settings.log_format)
     layout, _ = resolve_layout(settings)
-    die_with_parent()
+    die_with_parent(int(argv[2]))
     run(settings, layout, int(argv[1]))
 
 

@@ -304,6 +304,18 @@ def test_one_worker_keeps_the_one_store_layout(
     assert not (data / "partitions.json").exists()
 
 
+def wait_ready(c: httpx.Client, deadline: float) -> None:
+    """Until /readyz is 200: a restarted server's workers bind the port once their stores
+    open, after the old workers let go of them (a connection is refused until then)."""
+    while time.monotonic() < deadline:
+        try:
+            if c.get("/readyz").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+
+
 def test_crash_loop_with_two_workers_loses_no_acknowledged_send(
     cluster: Callable[..., Server], fresh_client: Callable[[Server], httpx.Client]
 ) -> None:
@@ -352,9 +364,7 @@ def test_crash_loop_with_two_workers_loses_no_acknowledged_send(
         producer.join(timeout=60)
     assert unexpected == []
     assert len(acknowledged) > 50, len(acknowledged)
-    deadline = time.monotonic() + 3 * RESTART_BOUND_S  # the old workers stop first
-    while c.get("/readyz").status_code != 200 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_ready(c, time.monotonic() + 3 * RESTART_BOUND_S)  # the old workers stop first
     missing = []
     for t, m in acknowledged:
         status = c.get(f"/v1/topics/{t}/messages/{m}").status_code
@@ -758,3 +768,31 @@ def test_the_supervisor_keeps_its_workers_as_a_small_process(
     assert now[1] == pids[1]
     restarted = Path(f"/proc/{now[0]}/cmdline").read_bytes().split(b"\0")
     assert restarted[1:4] == [b"-m", b"app.cluster.worker", b"0"]
+
+
+def test_a_worker_whose_keeper_died_before_it_started_exits_without_opening_its_store(
+    tmp_path: Path,
+) -> None:
+    """The keeper starts a worker again as ``python -m app.cluster.worker <index> <its
+    pid>``; killed meanwhile (a SIGKILL of the whole server), it is not the worker's parent
+    by the time the worker runs: the worker exits instead of serving on, orphaned, holding
+    its partitions' stores (the next start could not open them)."""
+    data = tmp_path / "data"
+    env = {
+        **os.environ,
+        "ROCKTIMER_DATA_DIR": str(data),
+        "ROCKTIMER_WORKERS": "2",
+        "ROCKTIMER_PARTITIONS": "2",
+        "ROCKTIMER_PORT": str(process.free_port()),
+    }
+    not_its_parent = os.getppid()
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.cluster.worker", "0", str(not_its_parent)],
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert not (data / "p0" / "LOCK").exists()  # its store was never opened

@@ -166,11 +166,12 @@ def test_the_event_columns_are_declared_once(tmp_path: Path) -> None:
     assert [(f.name, str(f.type), f.nullable) for f in SCHEMA] == [
         (name, kind, nullable) for name, kind, nullable in COLUMNS
     ]
-    assert tuple(SCHEMA.names) == pipeline_events.COLUMNS
+    # The jobs read sealed segments: the events' columns and the partition that holds them.
+    assert tuple(SEGMENT_SCHEMA.names) == pipeline_events.COLUMNS
     spark = {"long": "int64", "int": "int32", "string": "string"}
     ddl = [column.split() for column in pipeline_events.EVENT_DDL.split(", ")]
     assert [(name.strip("`"), spark[kind]) for name, kind in ddl] == [
-        (f.name, str(f.type)) for f in SCHEMA
+        (f.name, str(f.type)) for f in SEGMENT_SCHEMA
     ]
     assert tuple(KIND_NAMES[1:]) == pipeline_events.KINDS
     events_data.write(tmp_path, 500)
