@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from app.cluster.replica import Bus
+from tests.cluster.replica_support import Loop
 from tests.support.cluster import Cluster
 from tests.support.nats import NatsCluster
 
@@ -40,3 +42,25 @@ def make_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
     finally:
         for cluster in started:
             cluster.kill()
+
+
+@pytest.fixture
+def lease_ms() -> int:
+    """The owners' lease of the ``bus`` fixture; a module that waits leases out sets its own."""
+    return 4_000
+
+
+@pytest.fixture
+def bus(nats_cluster: NatsCluster, lease_ms: int) -> Iterator[Bus]:
+    """One process's NATS link (app/cluster/replica) to the test's servers."""
+    b = Bus.start(nats_cluster.urls.split(","), replicas=3, lease_ms=lease_ms)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def loop() -> Iterator[Loop]:
+    """An asyncio loop on a thread of its own (tests/cluster/replica_support.py)."""
+    lp = Loop()
+    yield lp
+    lp.close()

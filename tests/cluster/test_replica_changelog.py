@@ -40,23 +40,8 @@ LEASE_MS = 1500  # short: the tests wait for a lease to run out
 
 
 @pytest.fixture
-def nats(tmp_path: Path) -> Iterator[NatsCluster]:
-    with NatsCluster(tmp_path / "nats") as cluster:
-        yield cluster
-
-
-@pytest.fixture
-def bus(nats: NatsCluster) -> Iterator[Bus]:
-    b = Bus.start(nats.urls.split(","), replicas=3, lease_ms=LEASE_MS)
-    yield b
-    b.close()
-
-
-@pytest.fixture
-def loop() -> Iterator[Loop]:
-    lp = Loop()
-    yield lp
-    lp.close()
+def lease_ms() -> int:
+    return LEASE_MS
 
 
 class Node:
@@ -96,7 +81,7 @@ def nodes(bus: Bus, tmp_path: Path) -> Iterator[list[Node]]:
 
 
 def test_replica_standby_applies_an_identical_store(
-    nodes: list[Node], loop: Loop, nats: NatsCluster
+    nodes: list[Node], loop: Loop, nats_cluster: NatsCluster
 ) -> None:
     a, b = nodes
     b.replica.follow()
@@ -113,7 +98,7 @@ def test_replica_standby_applies_an_identical_store(
     assert changelog is not None
     assert b.replica.standby is not None
     assert b.replica.standby.wait_applied(changelog.last, 20.0)
-    kinds = [r.data[:1] for r in changelog_records(nats.urls, K)]
+    kinds = [r.data[:1] for r in changelog_records(nats_cluster.urls, K)]
     assert kinds.count(b"P") >= 2  # the large commit took several records
     assert kinds.count(b"L") == 1
     stop_within(engine)  # nothing more written: the stores can be compared
@@ -131,7 +116,7 @@ def test_replica_standby_applies_an_identical_store(
 
 
 def test_replica_a_fenced_owner_is_refused_and_rebuilds(
-    nodes: list[Node], loop: Loop, nats: NatsCluster
+    nodes: list[Node], loop: Loop, nats_cluster: NatsCluster
 ) -> None:
     a, b = nodes
     b.replica.follow()
@@ -156,7 +141,7 @@ def test_replica_a_fenced_owner_is_refused_and_rebuilds(
         refused.result(10)
     assert old_changelog.deposed is not None
     wait_until(lambda: a.deposed == [K], what="on_deposed")
-    writers = [r.node for r in changelog_records(nats.urls, K)]
+    writers = [r.node for r in changelog_records(nats_cluster.urls, K)]
     assert writers[writers.index("b") :].count("a") == 0  # nothing of a's after b's fence
     # The new owner has what the old one acknowledged, and goes on.
     loop.run(new.send(record("after")))
@@ -173,12 +158,12 @@ def test_replica_a_fenced_owner_is_refused_and_rebuilds(
 
 
 def test_replica_a_send_is_answered_once_its_record_is_acknowledged(
-    nodes: list[Node], loop: Loop, nats: NatsCluster
+    nodes: list[Node], loop: Loop, nats_cluster: NatsCluster
 ) -> None:
     a, _ = nodes
     engine = a.own()
     loop.run(engine.send(record("first")))
-    for server in nats.servers:  # JetStream cannot ack while every server is stopped
+    for server in nats_cluster.servers:  # JetStream cannot ack while every server is stopped
         server.pause()
     try:
         held = asyncio.run_coroutine_threadsafe(engine.send(record("held")), loop.loop)
@@ -187,7 +172,7 @@ def test_replica_a_send_is_answered_once_its_record_is_acknowledged(
         wait_until(lambda: sum(engine.writer.fsync_seconds.snapshot()[0]) >= 2, what="its fsync")
         assert not held.done()
     finally:
-        for server in nats.servers:
+        for server in nats_cluster.servers:
             server.resume()
     assert held.result(30).created
     changelog = a.replica.changelog
@@ -218,10 +203,12 @@ def test_replica_a_quick_reply_is_not_given_once_the_lease_ran_out_during_its_ba
         loop.run(submit())
 
 
-def test_replica_a_node_with_a_longer_lease_keeps_the_buckets(bus: Bus, nats: NatsCluster) -> None:
+def test_replica_a_node_with_a_longer_lease_keeps_the_buckets(
+    bus: Bus, nats_cluster: NatsCluster
+) -> None:
     """The owners' bucket expires leases after the TTL it was made with: a node set to a
     longer lease would otherwise serve past the moment another node may take over."""
-    other = Bus.start(nats.urls.split(","), replicas=3, lease_ms=4 * LEASE_MS)
+    other = Bus.start(nats_cluster.urls.split(","), replicas=3, lease_ms=4 * LEASE_MS)
     try:
         assert other.lease_ms == LEASE_MS
     finally:
@@ -243,7 +230,7 @@ def test_replica_an_engine_never_makes_a_receipt_secret_of_its_own(nodes: list[N
 
 
 def test_replica_an_owner_serves_again_after_nats_was_gone_longer_than_its_lease(
-    nodes: list[Node], loop: Loop, nats: NatsCluster
+    nodes: list[Node], loop: Loop, nats_cluster: NatsCluster
 ) -> None:
     """Its lease lapses while no server answers (it refuses meanwhile); nobody else took
     the partition, so once NATS is back it takes the lease again and goes on."""
@@ -252,14 +239,14 @@ def test_replica_an_owner_serves_again_after_nats_was_gone_longer_than_its_lease
     loop.run(engine.send(record("before")))
     changelog = a.replica.changelog
     assert changelog is not None
-    for server in nats.servers:
+    for server in nats_cluster.servers:
         server.pause()
     try:
         wait_until(lambda: not changelog.lease.valid, what="the lease to lapse")
         assert not a.replica.serving
         time.sleep(2 * LEASE_MS / 1000)  # the key expires on the servers meanwhile
     finally:
-        for server in nats.servers:
+        for server in nats_cluster.servers:
             server.resume()
     wait_until(lambda: a.replica.serving, 30.0, "the lease taken again")
     loop.run(engine.send(record("after")))

@@ -80,14 +80,12 @@ class OwnerProcess:
 
 
 @pytest.fixture
-def nats(tmp_path: Path) -> Iterator[NatsCluster]:
-    with NatsCluster(tmp_path / "nats") as cluster:
-        yield cluster
+def lease_ms() -> int:
+    return LEASE_MS
 
 
 @pytest.fixture
-def standby(nats: NatsCluster, tmp_path: Path) -> Iterator[Replica]:
-    bus = Bus.start(nats.urls.split(","), replicas=3, lease_ms=LEASE_MS)
+def standby(bus: Bus, tmp_path: Path) -> Iterator[Replica]:
     replica = Replica(
         bus,
         K,
@@ -99,12 +97,11 @@ def standby(nats: NatsCluster, tmp_path: Path) -> Iterator[Replica]:
     replica.follow()
     yield replica
     replica.close()
-    bus.close()
 
 
 @pytest.fixture
-def owner(nats: NatsCluster, tmp_path: Path) -> Iterator[OwnerProcess]:
-    proc = OwnerProcess(nats.urls, tmp_path / "a" / "p0", "a")
+def owner(nats_cluster: NatsCluster, tmp_path: Path) -> Iterator[OwnerProcess]:
+    proc = OwnerProcess(nats_cluster.urls, tmp_path / "a" / "p0", "a")
     yield proc
     proc.kill()
 
@@ -143,7 +140,7 @@ def test_replica_owner_killed_loses_nothing_answered(owner: OwnerProcess, standb
 
 
 def test_replica_paused_owner_writes_nothing_after_the_fence(
-    owner: OwnerProcess, standby: Replica, nats: NatsCluster
+    owner: OwnerProcess, standby: Replica, nats_cluster: NatsCluster
 ) -> None:
     start_sending(owner)
     owner.signal(signal.SIGSTOP)
@@ -159,7 +156,7 @@ def test_replica_paused_owner_writes_nothing_after_the_fence(
         wait_until(lambda: owner.refused() > refused_before, TAKE_OVER_S, "sends refused")
         answered = owner.answered()
         assert missing(engine, answered) == []  # every 201 it gave is in the new owner
-        later = changelog(nats.urls, K, after_seq=fence)
+        later = changelog(nats_cluster.urls, K, after_seq=fence)
         assert [r.seq for r in later if r.node == "a"] == []
     finally:
         stop_within(engine)

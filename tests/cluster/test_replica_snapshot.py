@@ -5,10 +5,7 @@ them; a node that joins starts from the snapshot, and a copy that missed purged 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from app.cluster.replica import Bus, Replica
 from tests.cluster.replica_support import K, Loop, dump, engine_config, record, take_over
@@ -16,32 +13,11 @@ from tests.support.nats import NatsCluster, changelog
 from tests.workers.support import stop_within, wait_until
 from workers.engine import Engine
 
-LEASE_MS = 4000
 EVERY = 40  # records between two snapshots (SNAPSHOT_RECORDS in production)
 
 
-@pytest.fixture
-def nats(tmp_path: Path) -> Iterator[NatsCluster]:
-    with NatsCluster(tmp_path / "nats") as cluster:
-        yield cluster
-
-
-@pytest.fixture
-def bus(nats: NatsCluster) -> Iterator[Bus]:
-    b = Bus.start(nats.urls.split(","), replicas=3, lease_ms=LEASE_MS)
-    yield b
-    b.close()
-
-
-@pytest.fixture
-def loop() -> Iterator[Loop]:
-    lp = Loop()
-    yield lp
-    lp.close()
-
-
 def test_replica_rebuilds_from_a_snapshot_and_the_records_after_it(
-    bus: Bus, nats: NatsCluster, tmp_path: Path, loop: Loop
+    bus: Bus, nats_cluster: NatsCluster, tmp_path: Path, loop: Loop
 ) -> None:
     replicas = {
         name: Replica(
@@ -73,7 +49,7 @@ def test_replica_rebuilds_from_a_snapshot_and_the_records_after_it(
         assert b.standby is not None
         assert b.standby.wait_applied(owner.last, 20.0)
         wait_until(lambda: b.standby is not None and b.standby.snapshots >= 2, what="snapshots")
-        kept = changelog(nats.urls, K)
+        kept = changelog(nats_cluster.urls, K)
         assert kept[0].seq > 1  # purged below the last snapshot
         assert len(kept) < owner.records
         # A node that joins: the snapshot, then the records after it.

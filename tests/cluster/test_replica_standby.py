@@ -34,23 +34,8 @@ OFFERED_S = 15.0  # how long the burst is left on offer to the held standby (see
 
 
 @pytest.fixture
-def nats(tmp_path: Path) -> Iterator[NatsCluster]:
-    with NatsCluster(tmp_path / "nats") as cluster:
-        yield cluster
-
-
-@pytest.fixture
-def bus(nats: NatsCluster) -> Iterator[Bus]:
-    b = Bus.start(nats.urls.split(","), replicas=3, lease_ms=LEASE_MS)
-    yield b
-    b.close()
-
-
-@pytest.fixture
-def loop() -> Iterator[Loop]:
-    lp = Loop()
-    yield lp
-    lp.close()
+def lease_ms() -> int:
+    return LEASE_MS
 
 
 @pytest.fixture
@@ -104,7 +89,7 @@ def burst(engine: Engine, loop: Loop, n: int, prefix: str) -> None:
         loop.run(engine.send(record(f"{prefix}{i}")))
 
 
-def offered(nats: NatsCluster, last: int) -> None:
+def offered(nats_cluster: NatsCluster, last: int) -> None:
     """Keep the standby held until the servers delivered it everything up to ``last`` or
     OFFERED_S passed. A push subscription is handed a window, then more each time the
     servers see it stalled (every few seconds): far more than nats-py buffers, which drops
@@ -112,7 +97,9 @@ def offered(nats: NatsCluster, last: int) -> None:
     deadline = time.monotonic() + OFFERED_S
     while time.monotonic() < deadline:
         if (
-            max((r.delivered_seq for r in readers(nats.urls) if r.partition == K), default=0)
+            max(
+                (r.delivered_seq for r in readers(nats_cluster.urls) if r.partition == K), default=0
+            )
             >= last
         ):
             return
@@ -129,7 +116,10 @@ def owner_dump(engine: Engine, path: str) -> list[tuple[str, bytes, bytes]]:
 
 
 def test_replica_a_standby_held_through_a_burst_catches_up_without_a_restore(
-    replicas: dict[str, Replica], loop: Loop, monkeypatch: pytest.MonkeyPatch, nats: NatsCluster
+    replicas: dict[str, Replica],
+    loop: Loop,
+    monkeypatch: pytest.MonkeyPatch,
+    nats_cluster: NatsCluster,
 ) -> None:
     a, b = replicas["a"], replicas["b"]
     b.follow()
@@ -148,7 +138,7 @@ def test_replica_a_standby_held_through_a_burst_catches_up_without_a_restore(
         assert held.waiting.wait(20.0)
         burst(engine, loop, BURST, "m")
         assert changelog.records - before > BURST
-        offered(nats, changelog.last)
+        offered(nats_cluster, changelog.last)
         held.gate.set()
         assert standby.wait_applied(changelog.last, CATCH_UP_S)
         last = changelog.last
@@ -207,7 +197,10 @@ def test_replica_a_record_missing_in_delivery_is_read_again_never_applied_over(
 
 
 def test_replica_a_take_over_that_cannot_catch_up_gives_up_in_time_and_lets_go(
-    replicas: dict[str, Replica], loop: Loop, monkeypatch: pytest.MonkeyPatch, nats: NatsCluster
+    replicas: dict[str, Replica],
+    loop: Loop,
+    monkeypatch: pytest.MonkeyPatch,
+    nats_cluster: NatsCluster,
 ) -> None:
     a, b = replicas["a"], replicas["b"]
     b.follow()
@@ -229,7 +222,7 @@ def test_replica_a_take_over_that_cannot_catch_up_gives_up_in_time_and_lets_go(
     with pytest.raises(TimeoutError, match=rf"holds up to seq \d+ of {last}\b"):
         b.take_over(2.0)
     assert time.monotonic() - started < 2.0 + 5.0  # its bound, and the lease's release
-    assert K not in owners(nats.urls, K + 1)  # let go: another node need not wait the TTL
+    assert K not in owners(nats_cluster.urls, K + 1)  # let go: another node need not wait the TTL
     held.gate.set()
     engine = Engine(engine_config(b.path), changelog=take_over(b, 30.0))
     engine.start()
