@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 import threading
 
-from app.ids import _hex_ids, new_msg_id, new_msg_ids
+from app.ids import _hex_ids, _Ids, new_msg_id, new_msg_ids
 from app.schemas import MSG_ID_PATTERN
 
 
 def test_ids_in_one_millisecond_count_up_in_order() -> None:
-    ids = [new_msg_id(1_700_000_000_000) for _ in range(10_000)]
+    made = _Ids()  # its own: the process's generator may have made a later ms already
+    ids = [made.make(1_700_000_000_000, 1)[0] for _ in range(10_000)]
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
     assert {i[:12] for i in ids} == {f"{1_700_000_000_000:012x}"}
@@ -18,9 +19,9 @@ def test_ids_in_one_millisecond_count_up_in_order() -> None:
 
 
 def test_a_later_millisecond_sorts_after_and_a_clock_step_back_stays_ordered() -> None:
-    first = new_msg_id(1_800_000_000_000)
-    later = new_msg_id(1_800_000_000_001)
-    back = new_msg_id(1_799_999_999_000)  # the clock stepped back: still after `later`
+    made = _Ids()
+    first, later = made.make(1_800_000_000_000, 1)[0], made.make(1_800_000_000_001, 1)[0]
+    back = made.make(1_799_999_999_000, 1)[0]  # the clock stepped back: still after `later`
     assert first < later < back
     assert back[:12] == later[:12]
 
@@ -41,7 +42,7 @@ def test_ids_made_on_many_threads_are_unique() -> None:
 
 
 def test_a_block_of_ids_continues_the_sequence_one_by_one_would_make() -> None:
-    now = 2_000_000_000_000
+    now = 2_000_000_000_000  # after any millisecond the process's generator has seen
     first = new_msg_id(now)
     block = new_msg_ids(now, 9_000)  # crosses the 4096-id steps of the hex table
     after = new_msg_id(now)

@@ -53,7 +53,7 @@ def assert_unavailable(response: httpx.Response) -> None:
 
 def balanced(cluster: Cluster) -> dict[int, Any]:
     def check() -> dict[int, Any] | None:
-        owners = cluster.wait_owned()
+        owners = cluster.wait_served()
         counts = Counter(o.node for o in owners.values())
         return owners if sorted(counts.values()) == [2, 2, 2] else None
 
@@ -299,7 +299,7 @@ def test_a_node_that_joins_is_handed_its_share_with_the_data(tmp_path: Any) -> N
             node.spawn()
         for node in (first, second):
             cluster.wait_node(node)
-        owners = cluster.wait_owned(among=[first, second])
+        owners = cluster.wait_served(among=[first, second])
         topics = {k: cluster.topic_in(k, "joined") for k in range(cluster.partitions)}
         before = {}
         for k, topic in topics.items():
@@ -321,6 +321,7 @@ def test_a_node_that_joins_is_handed_its_share_with_the_data(tmp_path: Any) -> N
             return found if sorted(counts.values()) == [2, 2, 2] and len(found) == 6 else None
 
         owners = wait_until("the third node's share", handed_over, BALANCED_S, 0.1)
+        assert cluster.wait_served() == owners  # the moved ones open on the third node
         for k, topic in topics.items():
             owner = cluster.node(owners[k].node)
             state = httpx.get(f"{owner.url}/v1/topics/{topic}/messages/{before[k]}")

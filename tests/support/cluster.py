@@ -81,7 +81,7 @@ class Cluster:
                 node.spawn()
             for node in self.nodes:
                 self.wait_node(node)
-            self.wait_owned()
+            self.wait_served()
         except BaseException:
             self.kill()
             raise
@@ -143,6 +143,37 @@ class Cluster:
             return None
 
         return wait_until("every partition owned by a live node", all_owned, timeout_s, 0.2)
+
+    def wait_served(
+        self, timeout_s: float = OWNED_TIMEOUT_S, among: Sequence[Node] | None = None
+    ) -> dict[int, Owner]:
+        """Until every partition is owned among ``among`` (default: the live nodes) and
+        served: a lease is taken before the copy is caught up and the engine opened, so an
+        owner in KV may still answer 503 for a while; /readyz of every node says 200 and
+        lists each partition on its owner once it is open."""
+
+        def all_served() -> dict[int, Owner] | None:
+            nodes = list(among if among is not None else self.live())
+            found = self.owners()
+            ids = {n.node_id for n in nodes}
+            if len(found) != self.partitions or any(o.node not in ids for o in found.values()):
+                return None
+            want = {
+                n.node_id: sorted(k for k, o in found.items() if o.node == n.node_id) for n in nodes
+            }
+            for node in nodes:
+                try:
+                    ready = httpx.get(f"{node.url}/readyz", timeout=2.0)
+                except httpx.HTTPError:
+                    return None
+                if ready.status_code != 200:
+                    return None
+                said = {n["node"]: n["partitions"] for n in ready.json()["nodes"]}
+                if any(said.get(n, []) != ks for n, ks in want.items()):
+                    return None
+            return found
+
+        return wait_until("every partition served by a live node", all_served, timeout_s, 0.2)
 
     def owner_of(self, topic: str) -> Node:
         """The node whose lease holds ``topic``'s partition now."""
