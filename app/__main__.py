@@ -122,7 +122,7 @@ def open_engine(
     changelog: Changelog | None = None,
 ) -> Engine:
     """The engine on ``config`` (settings.engine if None), or one line and an exit.
-    ``share``: engines this process runs (app/cluster/), splitting RocksDB's memory;
+    ``share``: the partitions of the data dir (app/cluster/), splitting RocksDB's memory;
     ``changelog``: its partition is replicated (cluster mode, app/cluster/replica/)."""
     config = config or settings.engine
     data_dir = config.data_dir
@@ -245,6 +245,7 @@ def server_config(app: ASGIApp, settings: Settings) -> uvicorn.Config:
         log_config=None,  # logs.configure's handler formats uvicorn's lines too
         access_log=False,  # ours (app/access.py) has the time taken
         loop="uvloop",
+        ws="none",  # no WebSocket route: uvicorn's default would import a WebSocket library
         http=BoundedHeaders.with_head_timeout(settings.header_timeout_ms),
         # No X-Forwarded-For rewriting: nothing here reads the client's address, and the
         # middleware it takes would sit in front of every request (app/front.py).

@@ -15,7 +15,11 @@ Idle memory, both started on an empty data dir and left IDLE_S: PSS (/proc/<pid>
 summed over each server's processes — the supervisor and the workers, whose pages forked
 from the supervisor are shared (PSS counts a shared page once over its sharers).
 
+Idle memory alone (``idle``): IDLE_ROUNDS rounds, each starting both servers on new data
+dirs (which first alternating), measuring both after IDLE_S and stopping them.
+
     python -m bench.workers
+    python -m bench.workers idle
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import asyncio
 import itertools
 import os
 import statistics
+import sys
 import tempfile
 import time
 import zlib
@@ -38,6 +43,7 @@ ROUNDS = int(os.environ.get("BENCH_WORKERS_ROUNDS", "8"))
 WINDOW_BATCHES = int(os.environ.get("BENCH_WORKERS_BATCHES", "20"))  # a topic, a round
 TOPICS = 4
 IDLE_S = 3.0
+IDLE_ROUNDS = int(os.environ.get("BENCH_WORKERS_IDLE_ROUNDS", "6"))
 
 
 def topics() -> list[str]:
@@ -138,7 +144,44 @@ def compare(rounds: int = ROUNDS, batches: int = WINDOW_BATCHES) -> dict[str, Si
                 srv.stop()
 
 
+def idle(rounds: int = IDLE_ROUNDS) -> dict[str, list[int]]:
+    """Each side's idle PSS (KiB) a round, both started afresh each round."""
+    out: dict[str, list[int]] = {side: [] for side in ENVS}
+    for r in range(rounds):
+        order = list(ENVS) if r % 2 == 0 else list(reversed(ENVS))
+        with tempfile.TemporaryDirectory(prefix="rocktimer-bench-idle-") as tmp:
+            servers = {}
+            try:
+                for side in order:
+                    work = Path(tmp) / side.replace(" ", "-")
+                    work.mkdir()
+                    servers[side] = process.service(work, ENVS[side]).start()
+                time.sleep(IDLE_S)
+                for side, srv in servers.items():
+                    out[side].append(pss_kib(srv.pid))
+            finally:
+                for srv in servers.values():
+                    srv.stop()
+    return out
+
+
+def main_idle() -> None:
+    out = idle()
+    one, two = out["1 worker"], out["2 workers"]
+    for side, got in out.items():
+        print(f"{side:>9}: idle PSS " + ", ".join(f"{k / 1024:.1f}" for k in got) + " MiB")
+    ratios = [b / a for a, b in zip(one, two, strict=True)]
+    print(
+        f"2 workers / 1, idle PSS: median {statistics.median(ratios):.3f} of {len(ratios)} "
+        f"rounds (min {min(ratios):.3f}, max {max(ratios):.3f}); load average "
+        + " ".join(f"{x:.1f}" for x in os.getloadavg())
+    )
+
+
 def main() -> None:
+    if sys.argv[1:] == ["idle"]:
+        main_idle()
+        return
     out = compare()
     print(f"{ROUNDS} rounds, {TOPICS} topics x {WINDOW_BATCHES} batches of 1000 a round")
     for side, got in out.items():

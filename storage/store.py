@@ -85,7 +85,7 @@ WriteOp = Put | Delete | DeleteRange
 def _options(block_cache: Cache | None = None, memory_share: int = 1) -> Options:
     """The options of the DB and of each CF; pass them all one ``block_cache`` (a fresh one
     of BLOCK_CACHE_BYTES if none). ``memory_share``: the memtables get that fraction of
-    WRITE_BUFFER_BYTES (a process running several stores)."""
+    WRITE_BUFFER_BYTES (one of several partitions)."""
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
     opts.create_missing_column_families(True)
@@ -108,8 +108,9 @@ class RocksStore:
     """Raw-bytes RocksDB with one handle per column family. Writes go through ``write``."""
 
     def __init__(self, path: str | os.PathLike[str], *, memory_share: int = 1) -> None:
-        """``memory_share``: how many stores the process opens; each gets that fraction of
-        the memtable and block cache budgets, so that partitions do not multiply memory."""
+        """``memory_share``: how many stores divide the budgets (a data dir's partitions,
+        whichever processes open them); each gets that fraction of the memtable and block
+        cache budgets, so that partitions do not multiply memory."""
         self.path = os.fspath(path)
         self.memory_share = memory_share
         dirs.makedirs(self.path)  # its name durable: RocksDB fsyncs only the dir itself

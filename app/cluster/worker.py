@@ -3,7 +3,7 @@
 exited, a new interpreter the keeper runs (app/cluster/keeper.py: ``main`` below).
 
 It opens the engines of the partitions it owns (``k % workers == index``), each with its
-share of RocksDB's memory budgets, builds each one's app (create_app, unchanged) and serves
+share (1/P) of RocksDB's memory budgets, builds each one's app (create_app, unchanged) and serves
 them through one router (app/cluster/router.py) on three sockets: the public port, which
 every worker binds with SO_REUSEPORT (the kernel spreads connections over them), its
 private unix socket under the data dir, where the other workers relay the requests for
@@ -158,7 +158,10 @@ def run(settings: Settings, layout: Layout, index: int) -> None:
         for k in owned:
             part = partition_settings(settings, layout, k)
             engine_config = dataclasses.replace(part.engine, partition=k)  # in sealed events
-            engines[k] = open_engine(part, engine_config, share=len(owned))
+            # Each partition's store gets 1/P of RocksDB's budgets, however many of them
+            # this process runs: P partitions over any number of workers hold what one
+            # store of one process would.
+            engines[k] = open_engine(part, engine_config, share=layout.partitions)
         apps: dict[int, Service] = {
             k: create_app(partition_settings(settings, layout, k), engine=engine)
             for k, engine in engines.items()

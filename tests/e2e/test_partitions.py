@@ -4,6 +4,7 @@ processes on one port, each partition's RocksDB in its own directory; real SIGKI
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -21,7 +22,7 @@ import pytest
 
 from app.cluster import handoff
 from bench import hop
-from storage.store import RocksStore
+from storage.store import BLOCK_CACHE_BYTES, WRITE_BUFFER_BYTES, RocksStore
 from tests.support import process
 from tests.support.process import ROOT
 from tests.support.server import Server
@@ -796,3 +797,28 @@ def test_a_worker_whose_keeper_died_before_it_started_exits_without_opening_its_
     )
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     assert not (data / "p0" / "LOCK").exists()  # its store was never opened
+
+
+def rocksdb_budgets(partition_dir: Path) -> tuple[set[int], set[int]]:
+    """The block cache capacities and memtable sizes a store was opened with, as RocksDB
+    logged them in its info LOG."""
+    log = (partition_dir / "LOG").read_text()
+    return (
+        {int(n) for n in re.findall(r"^\s*capacity : (\d+)$", log, re.MULTILINE)},
+        {int(n) for n in re.findall(r"Options\.write_buffer_size: (\d+)$", log, re.MULTILINE)},
+    )
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_partitions_divide_rocksdb_memory_budgets(
+    cluster: Callable[..., Server], tmp_path: Path, workers: int
+) -> None:
+    """P partitions hold the memory budgets of one store whatever N runs them: each
+    partition's block cache and memtables are 1/P of one store's, in a worker that holds
+    one partition as in one that holds them all."""
+    srv = cluster(workers=workers, partitions=2)
+    assert len(workers_of(srv)) == workers
+    for k in range(2):
+        caches, memtables = rocksdb_budgets(tmp_path / "data" / f"p{k}")
+        assert caches == {BLOCK_CACHE_BYTES // 2}, (k, caches)
+        assert memtables == {WRITE_BUFFER_BYTES // 2}, (k, memtables)
