@@ -175,6 +175,36 @@ def listen(settings: Settings) -> socket.socket:
     return sock
 
 
+def claim_port(settings: Settings) -> socket.socket | None:
+    """The port claimed for this server as long as it runs, or one line and exit 2 when
+    another rocktimer serves it; None on port 0 (a port of its own).
+
+    A partitioned server's workers bind the public port with SO_REUSEPORT, which a second
+    rocktimer's workers would share: the kernel would spread the port's connections over
+    two servers with different data. The claim is a unix socket in the abstract namespace
+    named after the port (of the same network namespace as the port itself), bound
+    without listening: a name only one socket can hold, which the kernel frees when the
+    last descriptor of it closes, however the server ends — no file is left behind. Every
+    rocktimer start takes it whatever its workers, so a second start fails as the first
+    step, and the first serves on."""
+    if settings.port == 0:
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(f"\0rocktimer/port/{settings.port}")
+    except OSError as exc:
+        sock.close()
+        where = f"{settings.host}:{settings.port}"
+        if exc.errno == errno.EADDRINUSE:
+            fail(
+                f"cannot listen on {where}: another rocktimer serves this port (stop it, or "
+                "set ROCKTIMER_PORT to another port)",
+                EXIT_BAD_SETTING,
+            )
+        fail(f"cannot listen on {where}: {exc.strerror or exc}", EXIT_CANNOT_START)
+    return sock
+
+
 def cannot_listen(settings: Settings, exc: OSError) -> NoReturn:
     where = f"{settings.host}:{settings.port}"
     if exc.errno == errno.EADDRINUSE:
@@ -257,6 +287,7 @@ def server_config(app: ASGIApp, settings: Settings) -> uvicorn.Config:
 def main() -> None:
     settings = load_settings()
     logs.configure(settings.log_level, settings.log_format)
+    claim = claim_port(settings)  # held until this process (or its keeper) ends
     if settings.cluster:
         from app.cluster import node
 
@@ -266,7 +297,7 @@ def main() -> None:
     if found.partitions > 1:
         from app.cluster import supervisor
 
-        supervisor.run(settings, found, note)
+        supervisor.run(settings, found, note, claim)
         return
     sock = listen(settings)
     engine = open_engine(settings)

@@ -13,7 +13,9 @@ new interpreter, ``python -m app.cluster.worker <index> <its pid>`` with the sam
 which imports what it runs before it serves (its pages are its own); meanwhile the
 others serve their own partitions and answer 503 + Retry-After for its. A worker that
 exits for a bad setting stops them all (exit with its code). SIGTERM or SIGINT stops
-every worker, SIGKILL after the stop timeout.
+every worker, SIGKILL after the stop timeout. It holds the port's claim (inherited
+through the exec, app/__main__.py's ``claim_port``) for as long as it runs, so that no
+other rocktimer starts on the port its workers serve.
 
 Nothing here may import the service's modules, nor more of the standard library than
 it uses: what it needs comes on its command line, written by the supervisor
@@ -36,16 +38,24 @@ TEXT_FORMAT = "{time} {level} rocktimer: {message}"  # app/logs.py's text lines
 
 
 def boot_argv(
-    root: str, pids: list[int], *, bad_setting: int, stop_timeout_s: float, log_format: str
+    root: str,
+    pids: list[int],
+    *,
+    claim_fd: int,
+    bad_setting: int,
+    stop_timeout_s: float,
+    log_format: str,
 ) -> list[str]:
     """The command line that replaces the supervisor with this module: ``root`` is where
     ``app`` is imported from; the workers are restarted as ``python -m
-    app.cluster.worker <index> <keeper pid>`` with this interpreter."""
+    app.cluster.worker <index> <keeper pid>`` with this interpreter. ``claim_fd``: the
+    port's claim (app/__main__.py's ``claim_port``; -1: none), inherited through the exec
+    and held by the keeper alone."""
     boot = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
         "from app.cluster.keeper import main; main(sys.argv[2:])"
     )
-    plan = [str(bad_setting), repr(stop_timeout_s), log_format, *map(str, pids)]
+    plan = [str(bad_setting), repr(stop_timeout_s), log_format, str(claim_fd), *map(str, pids)]
     return [sys.executable, "-S", "-c", boot, root, *plan]
 
 
@@ -119,6 +129,9 @@ def _escaped(text: str) -> str:
 def main(plan: list[str]) -> None:
     bad_setting, stop_timeout_s = int(plan[0]), float(plan[1])
     log = Log(plan[2])
+    claim = int(plan[3])
+    if claim >= 0:  # held open by this process; no worker it starts inherits it
+        os.set_inheritable(claim, False)
     command = [sys.executable, "-m", "app.cluster.worker"]
     stopping = False
 
@@ -128,7 +141,7 @@ def main(plan: list[str]) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    children = [Child(i, int(pid), command) for i, pid in enumerate(plan[3:])]
+    children = [Child(i, int(pid), command) for i, pid in enumerate(plan[4:])]
     code = 0
     while not stopping:
         time.sleep(POLL_S)

@@ -4,7 +4,8 @@ It forks ROCKTIMER_WORKERS worker processes (app/cluster/worker.py), each owning
 partitions ``k % workers == index``, from its own imports (their pages shared), then
 replaces itself with the keeper (app/cluster/keeper.py: same PID, a small interpreter),
 which starts a worker that exits again, stops them all for a bad setting, and stops
-them on SIGTERM or SIGINT. It holds no socket, no store and no thread.
+them on SIGTERM or SIGINT. It holds no store and no thread, and one socket: the port's
+claim (app/__main__.py's ``claim_port``), which the keeper keeps and no worker holds.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import importlib
 import logging
 import os
 import signal
+import socket
 import sys
 import traceback
 from pathlib import Path
@@ -44,7 +46,7 @@ IMPORTED_BY_SERVING = (
 )
 
 
-def fork_worker(index: int, settings: Settings, layout: Layout) -> int:
+def fork_worker(index: int, settings: Settings, layout: Layout, claim: socket.socket | None) -> int:
     """Worker ``index`` forked from this process, which has already imported what a worker
     runs and holds no thread, socket or store: its start skips the interpreter's and the
     imports (most of a start), and the imported pages stay shared. Its PID."""
@@ -54,6 +56,8 @@ def fork_worker(index: int, settings: Settings, layout: Layout) -> int:
         return pid
     code = 1
     try:
+        if claim is not None:  # the keeper's alone: a worker still stopping after the
+            claim.close()  # keeper died must not keep another start from the port
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, signal.SIG_DFL)  # uvicorn sets its own
         die_with_parent(supervisor)
@@ -69,9 +73,12 @@ def fork_worker(index: int, settings: Settings, layout: Layout) -> int:
         os._exit(code)
 
 
-def run(settings: Settings, layout: Layout, note: str = "") -> None:
+def run(
+    settings: Settings, layout: Layout, note: str = "", claim: socket.socket | None = None
+) -> None:
     """Serve ``layout`` until SIGTERM; ``note``: a line to log once the start is sure
-    (app/cluster/layout.py's reason for fewer workers than cores)."""
+    (app/cluster/layout.py's reason for fewer workers than cores); ``claim``: the port's
+    (app/__main__.py's ``claim_port``), which the keeper holds from here on."""
     if settings.port == 0:
         fail(
             f"the data dir {layout.data_dir} has {layout.partitions} partitions, served by "
@@ -100,7 +107,7 @@ def run(settings: Settings, layout: Layout, note: str = "") -> None:
     for name in IMPORTED_BY_SERVING:
         importlib.import_module(name)
     gc.freeze()  # what every worker shares stays shared: the collector never writes to it
-    pids = [fork_worker(i, settings, layout) for i in range(layout.workers)]
+    pids = [fork_worker(i, settings, layout, claim) for i in range(layout.workers)]
     log.info(
         "%d workers, %d partitions, on %s:%d",
         layout.workers,
@@ -117,9 +124,14 @@ def run(settings: Settings, layout: Layout, note: str = "") -> None:
         return
     sys.stdout.flush()
     sys.stderr.flush()
+    claimed = -1
+    if claim is not None:
+        claimed = claim.fileno()
+        os.set_inheritable(claimed, True)  # kept open through the exec
     argv = keeper.boot_argv(
         ROOT,
         pids,
+        claim_fd=claimed,
         bad_setting=EXIT_BAD_SETTING,
         stop_timeout_s=STOP_TIMEOUT_S,
         log_format=settings.log_format,

@@ -132,6 +132,50 @@ def test_a_port_held_by_another_process_stops_the_workers_start_in_one_line(
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.parametrize(("first", "second"), [(2, 2), (1, 2), (2, 1), (1, 1)])
+def test_a_second_rocktimer_on_a_served_port_stops_in_one_line(
+    tmp_path: Path, first: int, second: int
+) -> None:
+    """Workers bind the port with SO_REUSEPORT, which a second rocktimer's workers could
+    share (its data dir another): whatever N each runs, the second start is one line and
+    exit 2, before its data dir is made, and the first serves on, every partition."""
+    with Server(tmp_path / "one", env={"ROCKTIMER_WORKERS": str(first)}) as srv:
+        assert len(workers_of(srv)) == (0 if first == 1 else first)
+        env = {
+            **os.environ,
+            "ROCKTIMER_HOST": HOST,
+            "ROCKTIMER_PORT": str(srv.port),
+            "ROCKTIMER_DATA_DIR": str(tmp_path / "two"),
+            "ROCKTIMER_WORKERS": str(second),
+        }
+        with subprocess.Popen(
+            [sys.executable, "-m", "app"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        ) as proc:
+            try:
+                _, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                _, err = proc.communicate(timeout=30)
+                raise AssertionError(f"the second one served the port too: {err!r}") from None
+        assert proc.returncode == 2, err
+        assert err.splitlines() == [
+            f"rocktimer: cannot listen on {HOST}:{srv.port}: another rocktimer serves this "
+            "port (stop it, or set ROCKTIMER_PORT to another port)"
+        ], err
+        assert not (tmp_path / "two").exists()
+        with httpx.Client(base_url=srv.url) as c:
+            for t in topics_of(0, 2, 2, "s") + topics_of(1, 2, 2, "s"):
+                r = c.post(f"/v1/topics/{t}/messages", json={"body": t})
+                assert r.status_code == 201, r.text
+            assert len(c.get("/v1/topics").json()["items"]) == 4
+        srv.check_alive()
+
+
 def test_port_0_cannot_serve_a_partitioned_data_dir(tmp_path: Path) -> None:
     """Its partitions need workers on one port, which port 0 cannot name: one line, exit 2,
     whether ROCKTIMER_WORKERS is unset (one worker) or set."""
