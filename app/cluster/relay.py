@@ -7,6 +7,9 @@ the owner's status and headers as they are (less the hop-by-hop ones, which this
 server sets for its own connection). A client that goes away while a reply is still
 streaming closes the upstream connection, which ends the owner's stream.
 
+The connection is app/upstream.py's (shared with the webhooks' client), which parses the
+reply with httptools.
+
 An owner that cannot be reached (its worker died and the supervisor is starting it again),
 or that goes away before its reply began, is a 503 with Retry-After: never a hang, never
 an answer from anyone else. One that goes away in the middle of a reply aborts the
@@ -26,12 +29,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from typing import cast
 
-import httptools
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from app import upstream
 from app.errors import render
 from app.limits import BodyLimit
 from storage.errors import PartitionUnavailable
@@ -58,70 +60,39 @@ class ClientGone(Exception):
     """The client went away before its request's body was read: nothing to answer."""
 
 
-class _Upstream(asyncio.Protocol):
-    """One connection to the owner, one request at a time; httptools parses the reply."""
+class _Upstream(upstream.Upstream):
+    """A connection to the owner, one request at a time; its reply's body is kept as it
+    comes (reading paused past HIGH_WATER_BYTES) and every change wakes the relay."""
 
     def __init__(self, relay: Relay) -> None:
-        self.relay = relay
-        self.parser = httptools.HttpResponseParser(self)
-        self.transport: asyncio.Transport | None = None
-        self.closed = False
         self.waiter: asyncio.Future[None] | None = None
         self.idle_since = 0.0
-        self.begin(head_only=False)
+        super().__init__(relay)
 
-    def begin(self, *, head_only: bool) -> None:
-        self.head_only = head_only  # a HEAD's reply has headers only, whatever they say
-        self.status = 0
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.head_done = False
-        self.done = False
-        self.keep_alive = True
+    def begin(self, *, head_only: bool = False) -> None:
+        super().begin(head_only=head_only)
         self.body: list[bytes] = []
         self.buffered = 0
-        self.failed = False
 
     # --- asyncio.Protocol -----------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)
-
     def data_received(self, data: bytes) -> None:
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError:
-            self.failed = True
-            self.close()
+        super().data_received(data)
         if self.buffered > HIGH_WATER_BYTES and self.transport is not None:
             self.transport.pause_reading()
         self._wake()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.relay.forget(self)
+        super().connection_lost(exc)
         if not self.done:
             self.failed = True
         self._wake()
 
     # --- httptools callbacks --------------------------------------------------------------
 
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name.lower(), value))
-
-    def on_headers_complete(self) -> None:
-        self.status = self.parser.get_status_code()
-        self.keep_alive = self.parser.should_keep_alive()
-        self.head_done = True
-        if self.head_only:
-            self.done = True
-            self.keep_alive = False  # the parser would wait for a body that never comes
-
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
         self.buffered += len(body)
-
-    def on_message_complete(self) -> None:
-        self.done = True
 
     # --------------------------------------------------------------------------------------
 
@@ -148,11 +119,6 @@ class _Upstream(asyncio.Protocol):
             self.transport.resume_reading()
         self.buffered = 0
         return chunk
-
-    def close(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.abort()
 
 
 def request_head(
@@ -205,14 +171,14 @@ def unavailable(what: str) -> Response:
     )
 
 
-class Relay:
+class Relay(upstream.Pool[_Upstream]):
     """Requests to one owner: a worker over its unix socket (``address`` a path), or a
     node over TCP (``address`` a ``(host, port)``)."""
 
     def __init__(self, address: str | tuple[str, int], limit: BodyLimit) -> None:
+        super().__init__()
         self.address = address
         self.limit = limit  # the owner's own limit, applied before the body is buffered
-        self._idle: list[_Upstream] = []
 
     async def _take(self) -> _Upstream:
         now = time.monotonic()
@@ -233,15 +199,6 @@ class Relay:
         except (OSError, TimeoutError) as exc:
             raise OwnerDown(f"cannot reach {self.address}: {exc}") from None
         return conn
-
-    def forget(self, conn: _Upstream) -> None:
-        if conn in self._idle:
-            self._idle.remove(conn)
-
-    def close(self) -> None:
-        idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
 
     async def _send(
         self, scope: Scope, request: bytes, lost: asyncio.Future[None] | None

@@ -4,8 +4,9 @@ request per connection at a time, each request written in one piece.
 Why not httpx (a dependency anyway): against a local receiver it managed ~60 POSTs/s, its
 headers and body leaving in two writes that Nagle and delayed ACKs hold up, and at best
 some thousands per second of pure-Python work per request; a push group needs ~10,000/s.
-This is an asyncio protocol fed by httptools' C parser (uvicorn's), reading only the
-status and the headers a push needs; replies' bodies are dropped.
+This is an asyncio protocol fed by httptools' C parser (uvicorn's; app/upstream.py, shared
+with the hop to a partition's owner), reading the status and the headers a push needs;
+replies' bodies are dropped.
 
 A connection the receiver closed while idle is dropped from the pool when its close
 arrives; one that fails before any byte of its reply, when it was reused, is retried once
@@ -16,10 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from typing import NamedTuple, cast
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
-import httptools
+from app import upstream
 
 MAX_REPLY_HEAD_BYTES = 64 * 1024  # status line and headers of a reply; more is an error
 USER_AGENT = "rocktimer-push/1"
@@ -34,84 +35,59 @@ class ReplyError(ConnectionError):
     """The receiver closed the connection or sent what is not an HTTP/1.x reply."""
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(upstream.Upstream):
+    """A connection to the receiver; a request's reply wakes its waiter, a reply cut off
+    before its head ended or not HTTP fails it."""
+
     def __init__(self, pool: Pool) -> None:
-        self.pool = pool
-        self.parser = httptools.HttpResponseParser(self)
-        self.transport: asyncio.Transport | None = None
         self.waiter: asyncio.Future[Reply] | None = None
-        self.retry_after: str | None = None
+        super().__init__(pool)
+
+    def begin(self, *, head_only: bool = False) -> None:
+        super().begin(head_only=head_only)
         self.head_bytes = 0
         self.got_bytes = False
-        self.headers_done = False
-        self.keep_alive = True
-        self.closed = False
-
-    # --- asyncio.Protocol -----------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's: no subclass of it
 
     def data_received(self, data: bytes) -> None:
         self.got_bytes = True
-        if not self.headers_done:
+        if not self.head_done:
             self.head_bytes += len(data)
             if self.head_bytes > MAX_REPLY_HEAD_BYTES:
                 self._fail(ReplyError(f"reply head over {MAX_REPLY_HEAD_BYTES} bytes"))
                 return
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            self._fail(ReplyError(f"not an HTTP reply: {exc}"))
+        super().data_received(data)
+        if self.done:  # bytes after its end that are not HTTP close the connection only
+            self._done()
+        if self.error is not None:
+            self._fail(ReplyError(f"not an HTTP reply: {self.error}"))
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.pool.forget(self)
-        if self.headers_done:  # a reply delimited by the close itself
-            self._done(self.parser.get_status_code())
+        super().connection_lost(exc)
+        if self.head_done:  # a reply delimited by the close itself
+            self._done()
         else:
             self._fail(ReplyError("the receiver closed the connection"))
 
-    # --- httptools callbacks ----------------------------------------------------------------
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() == b"retry-after":
-            self.retry_after = value.decode("latin-1")
-
-    def on_headers_complete(self) -> None:
-        self.headers_done = True
-        self.keep_alive = self.parser.should_keep_alive()
-
     def on_message_complete(self) -> None:
-        status = self.parser.get_status_code()
-        if status < 200:  # an interim reply (100 Continue): the real one follows
-            self._reset()
-            return
-        self._done(status)
+        if not self.head_done:  # an interim reply: the real one's head is bounded anew
+            self.head_bytes, self.got_bytes = 0, False
+        super().on_message_complete()
 
-    # ------------------------------------------------------------------------------------
-
-    def _reset(self) -> None:
-        self.retry_after, self.head_bytes, self.got_bytes = None, 0, False
-        self.headers_done = False
-
-    def _done(self, status: int) -> None:
+    def _done(self) -> None:
         if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(Reply(status, self.retry_after))
+            retry_after = self.header(b"retry-after")
+            self.waiter.set_result(
+                Reply(self.status, None if retry_after is None else retry_after.decode("latin-1"))
+            )
 
     def _fail(self, exc: Exception) -> None:
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_exception(exc)
         self.close()
 
-    def close(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.abort()
-
     async def request(self, data: bytes) -> Reply:
         assert self.transport is not None
-        self._reset()
+        self.begin()
         self.waiter = asyncio.get_running_loop().create_future()
         self.transport.write(data)
         try:
@@ -120,10 +96,11 @@ class _Connection(asyncio.Protocol):
             self.waiter = None
 
 
-class Pool:
+class Pool(upstream.Pool[_Connection]):
     """POSTs to one URL over at most as many connections as there are POSTs at once."""
 
     def __init__(self, url: str) -> None:
+        super().__init__()
         parts = urlsplit(url)
         self.host = parts.hostname or ""
         self.tls = parts.scheme == "https"
@@ -139,7 +116,6 @@ class Pool:
             "Content-Type: application/json\r\n"
         ).encode("ascii")  # a push url is ASCII (workers/rules/webhook.py, push_url); else raises
         self._ssl = ssl.create_default_context() if self.tls else None
-        self._idle: list[_Connection] = []
 
     async def post(self, body: bytes, headers: dict[str, str], timeout_s: float) -> Reply:
         """POST ``body``; the reply's status and Retry-After, or OSError / TimeoutError."""
@@ -181,12 +157,3 @@ class Pool:
         else:
             conn.close()
         return reply
-
-    def forget(self, conn: _Connection) -> None:
-        if conn in self._idle:
-            self._idle.remove(conn)
-
-    def close(self) -> None:
-        idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()

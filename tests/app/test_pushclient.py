@@ -77,6 +77,22 @@ def test_keep_alive_reuses_one_connection_and_reads_chunked_and_retry_after() ->
     run(with_server(lambda n: (chunked if n == 1 else OK, False), body))
 
 
+def test_an_interim_reply_is_skipped_for_the_one_that_follows() -> None:
+    """A 100 Continue (its Retry-After not the reply's) and then the reply, on a connection
+    kept alive for the next POST."""
+    interim = b"HTTP/1.1 100 Continue\r\nRetry-After: 9\r\n\r\n"
+    final = b"HTTP/1.1 503 Busy\r\nRetry-After: 2\r\nContent-Length: 4\r\n\r\nbusy"
+
+    async def body(url: str, connections: list[int]) -> None:
+        pool = Pool(url)
+        assert await pool.post(b"{}", {}, 5) == (503, "2")
+        assert await pool.post(b"{}", {}, 5) == (200, None)
+        assert connections == [2]
+        pool.close()
+
+    run(with_server(lambda n: (interim + final if n == 0 else OK, False), body))
+
+
 def test_a_reply_delimited_by_the_close_is_read_and_its_connection_not_reused() -> None:
     async def body(url: str, connections: list[int]) -> None:
         pool = Pool(url)
