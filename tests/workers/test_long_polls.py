@@ -207,3 +207,24 @@ def test_a_served_receive_cut_short_by_the_reply_size_leaves_the_rest_visible(
 
     first, second = run(scenario())
     assert [g.record.msg_id for g in first + second] == ["a", "b"]
+
+
+def test_a_stream_parks_again_without_a_look_after_its_messages_went_out(
+    engine: Engine,
+) -> None:
+    async def scenario() -> list[list[str]]:
+        stream = engine.stream("t", "g", INVISIBLE_MS, 100, 60_000)
+        first = asyncio.ensure_future(anext(stream))
+        await asyncio.to_thread(wait_until, lambda: engine.long_polls.waiting == 1)
+        await _deliver(engine, "m")
+        got = [[g.record.msg_id for g in await first]]
+        batches = engine.writer.batches
+        second = asyncio.ensure_future(anext(stream))
+        await asyncio.to_thread(wait_until, lambda: engine.long_polls.waiting == 1)
+        assert engine.writer.batches == batches  # parked at once, no batch to look
+        await _deliver(engine, "n")
+        got.append([g.record.msg_id for g in await second])
+        await stream.aclose()
+        return got
+
+    assert run(scenario()) == [["m"], ["n"]]
