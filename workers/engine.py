@@ -361,6 +361,8 @@ class Engine:
         A look that finds nothing parks (workers/notify.py); the commit that next gives the
         topic something runs the parked receive as its next batch and hands back its
         messages. One that found nothing after all (another receiver was first) parks again.
+        A receive on a group that such a served receive read to the end, with no batch
+        waking the topic since, parks without a look.
 
         The writer takes a receive in parts of CONSUME_PART messages, each an op of its own
         (a move of due timers waits behind one part at most): the first (which may park),
