@@ -4,6 +4,8 @@ runs its receive on the writer thread. Nothing is ever held for a receiver that 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
+from typing import cast
 
 from tests.workers.conftest import EngineFactory
 from tests.workers.support import record, run, wait_until
@@ -213,7 +215,10 @@ def test_a_stream_parks_again_without_a_look_after_its_messages_went_out(
     engine: Engine,
 ) -> None:
     async def scenario() -> list[list[str]]:
-        stream = engine.stream("t", "g", INVISIBLE_MS, 100, 60_000)
+        stream = cast(
+            AsyncGenerator[list[Received], None],
+            engine.stream("t", "g", INVISIBLE_MS, 100, 60_000),
+        )
         first = asyncio.ensure_future(anext(stream))
         await asyncio.to_thread(wait_until, lambda: engine.long_polls.waiting == 1)
         await _deliver(engine, "m")
