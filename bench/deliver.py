@@ -23,6 +23,7 @@ delivery round is also profiled (``py-spy record``, tests/support/process.py).
     python -m bench.deliver ../main .              # two trees, rounds alternating
     python -m bench.deliver --env ROCKTIMER_WORKERS=2
     python -m bench.deliver . . --env-b ROCKTIMER_MOVE_PACE_MS=5   # one build, two settings
+    python -m bench.deliver --rates 2500,5000,10000,20000 --rounds 2   # a message / a batch
 """
 
 from __future__ import annotations
@@ -429,6 +430,49 @@ def rows(sides: list[Side], redis: redis_alt.Lateness | str | None) -> list[repo
     return out
 
 
+def split_cost(points: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """Least squares through (writer batches a message, µs of CPU a message) points: the
+    part a message and the part a batch (µs), or None without two distinct batch rates.
+    Rounds at different rates carry different messages a batch (a move every MOVE_PACE_MS
+    whatever the rate): what stays is what each message costs, the slope what each batch
+    (a move, an ack, a look, with their hand-offs, pushes and requests) costs."""
+    n = len(points)
+    mean_x = sum(x for x, _ in points) / n if n else 0.0
+    mean_y = sum(y for _, y in points) / n if n else 0.0
+    var = sum((x - mean_x) ** 2 for x, _ in points)
+    if n < 2 or var <= 0:
+        return None
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / var
+    return mean_y - slope * mean_x, slope
+
+
+def by_rate(sides_by_rate: dict[int, list[Side]]) -> list[str]:
+    """Each side's and kind's CPU a message at each rate, and its split (split_cost)."""
+    lines = []
+    names = [side.name for side in next(iter(sides_by_rate.values()))]
+    for i, name in enumerate(names):
+        for kind in KINDS:
+            points = []
+            for rate, sides in sorted(sides_by_rate.items()):
+                t = sides[i].tallies.get(kind)
+                if t is None or not t.messages or not t.counters["batches"]:
+                    continue
+                points.append((t.counters["batches"] / t.messages, t.us_per_msg))
+                b = sides[i].tallies["batch"].us_per_msg
+                lines.append(
+                    f"{name} {kind} at {rate:,}/s: {t.us_per_msg:.1f} µs a message "
+                    f"(x{_ratio(t.us_per_msg, b):.2f} batch send), "
+                    f"{points[-1][0]:.3f} batches a message"
+                )
+            split = split_cost(points)
+            if split is not None:
+                lines.append(
+                    f"{name} {kind}: CPU a message ~ {split[0]:.1f} µs + {split[1]:.0f} µs "
+                    "a writer batch (least squares over the rates)"
+                )
+    return lines
+
+
 def _redis(rate: int, seconds: float) -> redis_alt.Lateness | str:
     binary, why_not = process.redis_server_binary(), redis_alt.unavailable()
     if binary is None or why_not is not None:
@@ -502,6 +546,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--seconds", type=float, default=SECONDS)
     parser.add_argument("--rate", type=int, default=RATE_PER_S)
+    parser.add_argument(
+        "--rates",
+        default="",
+        metavar="R1,R2,...",
+        help="rounds at each rate in turn, then CPU a message split into a part a message "
+        "and a part a writer batch",
+    )
     parser.add_argument("--kinds", default=",".join(KINDS), help="stream,poll")
     parser.add_argument("--redis", action="store_true", help="the Redis poller's lateness after")
     args = parser.parse_args()
@@ -516,6 +567,27 @@ def main() -> None:
         raise SystemExit(f"bench.deliver: --kinds: unknown {', '.join(sorted(unknown))}")
     if args.env_b and len(trees) != 2:
         raise SystemExit("bench.deliver: --env-b wants two trees (the same one twice is fine)")
+    try:
+        rates = [int(r) for r in args.rates.split(",") if r]
+    except ValueError:
+        raise SystemExit(f"bench.deliver: --rates wants integers, got {args.rates!r}") from None
+    if any(r <= 0 for r in rates):
+        raise SystemExit("bench.deliver: --rates: each rate must be > 0")
+    if rates:
+        sides_by_rate = {}
+        for rate in rates:
+            print(f"[deliver] rate {rate:,}/s", file=sys.stderr, flush=True)
+            sides_by_rate[rate] = compare(
+                trees,
+                _env(args.env),
+                rounds=args.rounds,
+                rate=rate,
+                seconds=args.seconds,
+                kinds=kinds,
+                env_b=_env(args.env_b),
+            )
+        print("\n".join(by_rate(sides_by_rate)))
+        return
     sides = compare(
         trees,
         _env(args.env),

@@ -58,6 +58,8 @@ class Txn:
         self.pending_delta = 0
         self.min_new_due: int | None = None
         self.woken_topics: set[str] = set()
+        # (topic, group) that a receive served in this batch read to the end (Engine)
+        self.drained: list[tuple[str, str]] = []
         self.lateness_ms: list[int] = []
         # The next seq of each lane appended to in this batch (workers/ops/lanes.py): counted
         # here, written once at commit instead of once per append.

@@ -213,6 +213,8 @@ class Engine:
         if txn.woken_topics:
             for parked in self.long_polls.claim(txn.woken_topics):
                 self.writer.follow_up(parked.receive, parked.future)
+        if txn.drained:  # after the claim: what this batch's served receives drained
+            self.long_polls.drained(txn.drained)
         if txn.lateness_ms:
             self.lateness_ms.observe_many(txn.lateness_ms)
         if txn.tallies:
@@ -359,6 +361,8 @@ class Engine:
         A look that finds nothing parks (workers/notify.py); the commit that next gives the
         topic something runs the parked receive as its next batch and hands back its
         messages. One that found nothing after all (another receiver was first) parks again.
+        A receive on a group that such a served receive read to the end, with no batch
+        waking the topic since, parks without a look.
 
         The writer takes a receive in parts of CONSUME_PART messages, each an op of its own
         (a move of due timers waits behind one part at most): the first (which may park),
@@ -370,7 +374,17 @@ class Engine:
         def look(txn: Txn, n: int = min(limit, CONSUME_PART)) -> list[consume.Received]:
             return consume.receive(txn, topic, group, n, invisible_ms, room)
 
-        got = await self._first_look(topic, look, wait_ms, min(limit, CONSUME_PART), own)
+        def served(txn: Txn) -> list[consume.Received]:
+            """The look of a parked receive, run by the batch that woke its topic after
+            that batch's own ops (or as the next batch): what it drained, nothing in this
+            batch makes visible again (workers/notify.py)."""
+            got = look(txn)
+            if room.drained:
+                txn.drained.append((topic, group))
+            return got
+
+        n = min(limit, CONSUME_PART)
+        got = await self._first_look(topic, group, look, served, wait_ms, n, own)
         if len(got) < CONSUME_PART or len(got) >= limit:
             return got
         # A full part: more may be there. The rest in parts queued together, so that they
@@ -390,15 +404,20 @@ class Engine:
     async def _first_look(
         self,
         topic: str,
+        group: str,
         look: Callable[[Txn], list[consume.Received]],
+        served: Callable[[Txn], list[consume.Received]],
         wait_ms: int,
         n: int,
         own: bool,
     ) -> list[consume.Received]:
+        """``look`` once as an op of its own, parking if it finds nothing; ``served``: the
+        same look when a parked receive is run by the batch that woke the topic. A group
+        that a served look drained parks at once, without the look (LongPolls.drained)."""
         loop = asyncio.get_running_loop()
         deadline = self.clock.now_ms() + wait_ms  # on the engine's clock, as every deadline
         while True:
-            parked = Parked(topic, look, loop.create_future(), own)
+            parked = Parked(topic, served, loop.create_future(), own)
 
             def look_or_park(txn: Txn, parked: Parked = parked) -> list[consume.Received]:
                 got = look(txn)
@@ -407,9 +426,12 @@ class Engine:
                 return got
 
             try:
-                got = await self.writer.submit(
-                    look_or_park, durable=False, inline=True, weight=n * CONSUME_WEIGHT
-                )
+                if wait_ms > 0 and self.long_polls.park_drained(parked, group):
+                    got = []
+                else:
+                    got = await self.writer.submit(
+                        look_or_park, durable=False, inline=True, weight=n * CONSUME_WEIGHT
+                    )
                 if got or self.long_polls.closed:
                     return got
                 left = deadline - self.clock.now_ms()

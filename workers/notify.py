@@ -16,6 +16,14 @@ it (then its receive runs and its future gets the result), or the loop cancels i
 is up, or the client went away; then it never runs). A receiver whose cancel comes too
 late waits for the claimed receive instead, so no message is ever held for nobody.
 
+A receive that read everything its group could take (``drained``) is remembered until
+a batch next wakes its topic: the receiver's next long poll on the topic (a stream's,
+right after its messages went out; a polling consumer's next request) parks at once,
+without a batch of its own to find the topic empty. What makes a message visible to a
+group (a move, a retry or a redrive falling due, a nack) wakes its topic in the batch
+that does it, and the claim of that wake forgets the topic's drained groups under the
+same lock a park takes: no wake can slip between the check and the park.
+
 At a stop, ``close`` cancels every parked receive at once (their receivers answer empty:
 a 30 s long poll must not hold up a SIGTERM) and no receive parks after it.
 """
@@ -30,6 +38,7 @@ from typing import Any
 from storage.txn import Txn
 
 _WAITING, _CLAIMED, _CANCELLED = range(3)
+MAX_DRAINED_TOPICS = 10_000  # topics with drained groups remembered at once
 
 
 class Parked:
@@ -58,6 +67,8 @@ class LongPolls:
         self._parked: dict[str, list[Parked]] = {}
         self.closed = False
         self.parks = 0  # long polls parked since start: each look that found nothing
+        self.parked_unlooked = 0  # of them, parked on a drained record without a look
+        self._drained: dict[str, set[str]] = {}  # topic -> the groups it has drained
 
     def park(self, parked: Parked) -> None:
         """Wait for the next commit that wakes the topic (from the op that found nothing,
@@ -67,6 +78,29 @@ class LongPolls:
             if parked.state == _WAITING and not self.closed:  # not cancelled meanwhile
                 self._parked.setdefault(parked.topic, []).append(parked)
                 self.parks += 1
+
+    def drained(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Each (topic, group): a receive read all the group could take of the topic, in a
+        batch now committed (Engine's commit hook, after its claim: the receives served in
+        a batch run after its other ops, so nothing in it made more visible since)."""
+        with self._lock:
+            for topic, group in pairs:
+                if len(self._drained) >= MAX_DRAINED_TOPICS and topic not in self._drained:
+                    self._drained.clear()  # a look each again, not a record a topic for ever
+                self._drained.setdefault(topic, set()).add(group)
+
+    def park_drained(self, parked: Parked, group: str) -> bool:
+        """Park without a look if ``group`` drained the topic and no batch woke it since;
+        False: the receiver has to look."""
+        with self._lock:
+            if self.closed or parked.state != _WAITING:
+                return False
+            if group not in self._drained.get(parked.topic, ()):
+                return False
+            self._parked.setdefault(parked.topic, []).append(parked)
+            self.parks += 1
+            self.parked_unlooked += 1
+            return True
 
     def cancel(self, parked: Parked) -> bool:
         """Never run it; False if the writer already claimed it (its result is coming)."""
@@ -94,9 +128,13 @@ class LongPolls:
         return cancelled
 
     def claim(self, topics: Iterable[str]) -> list[Parked]:
-        """Every receive parked on these topics, for the writer to run next."""
+        """Every receive parked on these topics, for the writer to run next; a batch woke
+        them, so none of their groups is drained any more."""
         with self._lock:
-            claimed = [p for topic in topics for p in self._parked.pop(topic, ())]
+            claimed: list[Parked] = []
+            for topic in topics:
+                claimed += self._parked.pop(topic, ())
+                self._drained.pop(topic, None)
             for parked in claimed:
                 parked.state = _CLAIMED
         return claimed

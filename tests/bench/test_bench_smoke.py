@@ -334,6 +334,19 @@ def test_deliver_figure_runs() -> None:
     rows = deliver.rows(sides, "redis: not installed")
     assert [r.number for r in rows] == ["19", "19"]
     rendered(rows)
+    by_rate = deliver.by_rate({300: sides, 600: sides})  # the same rounds twice: no split
+    assert len(by_rate) == 2 * len(deliver.KINDS)
+    assert not any("a writer batch" in line for line in by_rate)
+
+
+def test_delivery_cost_splits_into_a_part_a_message_and_a_part_a_batch() -> None:
+    # 12 µs a message and 450 µs a batch, at three batch rates
+    points = [(x, 12 + 450 * x) for x in (0.03, 0.1, 0.3)]
+    split = deliver.split_cost(points)
+    assert split is not None
+    assert split == pytest.approx((12, 450))
+    assert deliver.split_cost(points[:1]) is None
+    assert deliver.split_cost([(0.1, 50), (0.1, 60)]) is None  # one batch rate: no slope
 
 
 TREE = Path(__file__).resolve().parents[2]

@@ -4,7 +4,10 @@ runs its receive on the writer thread. Nothing is ever held for a receiver that 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
+from typing import cast
 
+from tests.workers.conftest import EngineFactory
 from tests.workers.support import record, run, wait_until
 from workers.clock import FakeClock
 from workers.engine import Engine
@@ -134,3 +137,99 @@ def test_the_services_own_long_polls_are_not_counted(engine: Engine) -> None:
 
     run(scenario())
     assert engine.long_polls.waiting == 0
+
+
+async def _drain_by_a_served_receive(engine: Engine, msg_id: str) -> list[Received]:
+    """A long poll parks, a message is delivered: its receive, served by the batch that
+    woke the topic, reads the group to the end."""
+    poll = asyncio.create_task(_long_poll(engine, 10_000))
+    await asyncio.to_thread(wait_until, lambda: engine.long_polls.waiting == 1)
+    await _deliver(engine, msg_id)
+    got = await poll
+    assert [g.record.msg_id for g in got] == [msg_id]
+    return got
+
+
+def test_a_poll_on_a_group_its_served_receive_drained_parks_without_a_look(
+    engine: Engine,
+) -> None:
+    """A stream's next receive right after its messages went out, or a polling consumer's
+    next request: nothing can have become visible since the served receive read the group
+    to the end unless a batch woke the topic, so it parks without a batch of its own."""
+
+    async def scenario() -> list[Received]:
+        await _drain_by_a_served_receive(engine, "m")
+        batches = engine.writer.batches
+        poll = asyncio.create_task(_long_poll(engine, 10_000))
+        await asyncio.to_thread(wait_until, lambda: engine.long_polls.waiting == 1)
+        assert engine.writer.batches == batches  # no look: parked at once
+        await _deliver(engine, "n")
+        return await poll
+
+    assert [g.record.msg_id for g in run(scenario())] == ["n"]
+    assert engine.long_polls.parked_unlooked == 1
+
+
+def test_a_wake_while_no_one_waits_makes_the_next_poll_look(engine: Engine) -> None:
+    async def scenario() -> list[Received]:
+        await _drain_by_a_served_receive(engine, "m")
+        await _deliver(engine, "n")  # nobody parked: the wake forgets the drained group
+        return await _long_poll(engine, 10_000)
+
+    assert [g.record.msg_id for g in run(scenario())] == ["n"]
+    assert engine.long_polls.parked_unlooked == 0
+
+
+def test_a_nacked_message_is_received_after_the_group_was_drained(engine: Engine) -> None:
+    async def scenario() -> list[Received]:
+        got = await _drain_by_a_served_receive(engine, "m")
+        assert await engine.nack("t", "g", [got[0].receipt], 0) == ["nacked"]
+        return await _long_poll(engine, 10_000)
+
+    again = run(scenario())
+    assert [(g.record.msg_id, g.attempt) for g in again] == [("m", 2)]
+
+
+def test_a_served_receive_cut_short_by_the_reply_size_leaves_the_rest_visible(
+    make_engine: EngineFactory,
+) -> None:
+    """Two messages, room in a reply for one: the served receive did not read the group to
+    the end, and the next poll takes the other at once."""
+    engine = make_engine(max_receive_bytes=600)
+    engine.start()
+    body = b"x" * 300
+
+    async def scenario() -> tuple[list[Received], list[Received]]:
+        poll = asyncio.create_task(_long_poll(engine, 10_000))
+        await asyncio.to_thread(wait_until, lambda: engine.long_polls.waiting == 1)
+        now = engine.clock.now_ms()
+        assert await engine.send_batch([record("t", m, now, body) for m in ("a", "b")])
+        first = await poll
+        return first, await asyncio.wait_for(_long_poll(engine, 10_000), 5)
+
+    first, second = run(scenario())
+    assert [g.record.msg_id for g in first + second] == ["a", "b"]
+
+
+def test_a_stream_parks_again_without_a_look_after_its_messages_went_out(
+    engine: Engine,
+) -> None:
+    async def scenario() -> list[list[str]]:
+        stream = cast(
+            AsyncGenerator[list[Received], None],
+            engine.stream("t", "g", INVISIBLE_MS, 100, 60_000),
+        )
+        first = asyncio.ensure_future(anext(stream))
+        await asyncio.to_thread(wait_until, lambda: engine.long_polls.waiting == 1)
+        await _deliver(engine, "m")
+        got = [[g.record.msg_id for g in await first]]
+        batches = engine.writer.batches
+        second = asyncio.ensure_future(anext(stream))
+        await asyncio.to_thread(wait_until, lambda: engine.long_polls.waiting == 1)
+        assert engine.writer.batches == batches  # parked at once, no batch to look
+        await _deliver(engine, "n")
+        got.append([g.record.msg_id for g in await second])
+        await stream.aclose()
+        return got
+
+    assert run(scenario()) == [["m"], ["n"]]

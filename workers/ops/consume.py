@@ -91,6 +91,10 @@ class Room:
     def __init__(self, max_bytes: int) -> None:
         self.left = max_bytes  # the records kept aside counted at their raw size
         self.taken = 0
+        self.full = False  # it refused a record: more may be visible than it took
+        # The last receive read every message visible to its group (see receive): a
+        # receiver that comes back before its topic is woken again would find nothing.
+        self.drained = False
         self._unsized: list[bytes] = []  # taken UTF-8 records, escapes not counted yet
         self._slack = 0  # the most those escapes can add
 
@@ -124,6 +128,7 @@ class Room:
             taken += 1
             n += 1
         self.left, self.taken = left, taken
+        self.full = self.full or n < len(records)
         return n
 
     def _settle(self) -> None:
@@ -199,10 +204,21 @@ def receive(
         if state.state is GroupState.READY and not gone(record):
             out.append(_hold(txn, topic, group, seq, record, value, state, invisible_ms))
     wanted = tagfilter.tags(group_filter(txn, topic, group))
+    fresh_limit = limit - len(out)
     if wanted is None:
-        entries = lanes.read(txn, topic_lane, group, limit - len(out), room.take, join=True)
+        entries = lanes.read(txn, topic_lane, group, fresh_limit, room.take, join=True)
     else:
-        entries = tagfilter.read(txn, topic, group, wanted, limit - len(out), room.fits)
+        entries = tagfilter.read(txn, topic, group, wanted, fresh_limit, room.fits)
+    # Drained: both lanes read short of what was asked, nothing refused for room, and no
+    # entry read was passed over (a tag filter's or a redriven dead letter's): whatever
+    # else the group could receive comes from a later batch that wakes the topic.
+    room.drained = (
+        wanted is None
+        and dead_of is None
+        and len(retries) < limit
+        and len(entries) < fresh_limit
+        and not room.full
+    )
     fresh = [(keys.log_seq(key), value) for key, value in entries]
     if dead_of is not None:
         fresh = [(seq, value) for seq, value in fresh if not gone(decode_message(value))]
