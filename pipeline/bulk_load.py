@@ -116,10 +116,11 @@ def require_parquet(path: str, master: str) -> None:
             raise cli.JobError(f"{name}: not a Parquet file (give its --format)")
 
 
-def prepare(df: Any, topic: str | None, tasks: int) -> Any:
+def prepare(df: Any, topic: str | None, tasks: int | None = None) -> Any:
     """Check the columns, make them Arrow-friendly and lay the rows out over ``tasks``
-    tasks (``number``): each row marked with its rank among identical id-less rows and,
-    when an earlier row of the input has its msg_id with other content, that row's number."""
+    tasks (``number``; by default ``TASKS_PER_SLOT`` a slot of the cluster): each row
+    marked with its rank among identical id-less rows and, when an earlier row of the
+    input has its msg_id with other content, that row's number."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -137,6 +138,8 @@ def prepare(df: Any, topic: str | None, tasks: int) -> Any:
             df = df.withColumn(field.name, F.to_json(field.name))
         elif not isinstance(field.dataType, keep):
             df = df.withColumn(field.name, F.col(field.name).cast("string"))
+    if tasks is None:
+        tasks = df.sparkSession.sparkContext.defaultParallelism * TASKS_PER_SLOT
     return number(df, tasks)
 
 
@@ -541,7 +544,7 @@ def load_all(
     rejected)`` is called in the tasks (an accumulator's add) as their rows settle."""
     df = read_input(spark, args.input, args.format)
     fields = len([c for c in df.columns if c != CORRUPT])
-    rows = prepare(df, args.topic, spark.sparkContext.defaultParallelism * TASKS_PER_SLOT)
+    rows = prepare(df, args.topic)
     target = Target(args.url, args.api_key, limits.settings, args.format, fields, limits.max_batch)
     schema = result_schema(rows)
     own = [f.name for f in schema.fields[3:]]

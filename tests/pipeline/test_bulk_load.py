@@ -218,7 +218,7 @@ def test_unknown_column_is_a_one_line_error(spark: Any, tmp_path: Path) -> None:
     path = tmp_path / "in.json"
     path.write_text('{"body": "x", "topic": "t", "delay": 5}\n')
     with pytest.raises(cli.JobError, match="unknown column"):
-        bulk_load.prepare(bulk_load.read_input(spark, str(path), "json"), None, 1)
+        bulk_load.prepare(bulk_load.read_input(spark, str(path), "json"), None)
 
 
 @pytest.mark.parametrize(
