@@ -91,10 +91,10 @@ class JobCpu:
                 return
 
     def _sample(self) -> None:
-        for pid in process.tree(self.pid):
+        for pid in descendants(self.pid):
             try:
                 seconds = process.cpu_seconds(pid)
-                kind = self._last[pid][0] if pid in self._last else _kind(pid, self.pid)
+                kind = _kind(pid, self.pid)
             except (FileNotFoundError, ProcessLookupError):
                 continue
             self._last[pid] = (kind, seconds)
@@ -114,7 +114,27 @@ def _kind(pid: int, root: int) -> str:
     if pid == root:
         return "driver"
     argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    return "jvm" if argv and argv[0].endswith(b"java") else "python workers"
+    if argv and argv[0].endswith(b"java"):
+        return "jvm"
+    return "python workers" if b"pyspark.daemon" in argv else "other"
+
+
+def descendants(root: int) -> list[int]:
+    """``root`` and every process below it, whichever thread started them (a JVM starts
+    its Python workers from a thread of its own: /proc's per-thread children miss them)."""
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            parent[int(entry.name)] = int(stat[1])
+    found, frontier = [root], [root]
+    while frontier:
+        frontier = [pid for pid, ppid in parent.items() if ppid in frontier]
+        found += frontier
+    return found
 
 
 def scan_seconds(events: str) -> float:

@@ -156,21 +156,18 @@ def with_topic(df: Any, topic: str | None) -> Any:
 def number(df: Any, tasks: int) -> Any:
     """``df`` in ``tasks`` tasks, with ``ORDINAL`` (the k-th of identical rows without a
     msg_id: their ids differ by it) and ``CONFLICT`` (for a row whose msg_id an earlier row
-    has with other content, that row's number: 1 = the first data row, in the order Spark
-    reads the input, a single file's own order).
+    has with other content, that row's place in the input, ``monotonically_increasing_id``:
+    ``row_numbers`` turns it into a number, only when a load has such rows).
 
     One shuffle does both the layout and the numbering: rows go to a task by a hash of
     (topic, key) — the key a row's msg_id, or its content when it has none — so every row
     of a key is in one task, and sorted there by that hash and their place in the input,
     a window over each key finds its first row. The hash order mixes the topics within a
     task: its requests go to every topic (every partition of the service) at once, and the
-    tasks are even whatever the topics' sizes. The rows' places become row numbers from a
-    count per input partition (no column read for Parquet)."""
+    tasks are even whatever the topics' sizes."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    # Rows a partition of the input, before any column is added: a count reads no column.
-    counts = df.select(F.spark_partition_id().alias("p")).groupBy("p").count().collect()
     content = [c for c in df.columns if c != CORRUPT]
     has_id = F.lit(False)
     if "msg_id" in df.columns:
@@ -191,19 +188,9 @@ def number(df: Any, tasks: int) -> Any:
         )
         .withColumn(_BUCKET, F.xxhash64("topic", _KEY))
     )
-    # A row's number from its position: the rows of the partitions before its own, plus
-    # its index in its partition (monotonically_increasing_id keeps the partition above
-    # bit 33).
-    offsets: list[Any] = []
-    total = 0
-    for p, n in sorted(counts):
-        offsets += [F.lit(p).cast("long"), F.lit(total).cast("long")]
-        total += n
     key = Window.partitionBy(_BUCKET, "topic", _KEY).orderBy(_POS)
     first = F.first(_POS).over(key)
-    row = F.element_at(F.create_map(*offsets), F.shiftright(first, 33)) if offsets else F.lit(0)
-    row = row + first.bitwiseAND(F.lit((1 << 33) - 1)) + 1
-    conflict = F.when(has_id & (F.first(_HASH).over(key) != F.col(_HASH)), row)
+    conflict = F.when(has_id & (F.first(_HASH).over(key) != F.col(_HASH)), first)
     # Identical rows without a msg_id are told apart by their rank among themselves.
     ordinal = F.when(no_id, F.row_number().over(key) - 1).otherwise(F.lit(0))
     return (
@@ -212,6 +199,60 @@ def number(df: Any, tasks: int) -> Any:
         .withColumn(ORDINAL, ordinal.cast("int"))
         .drop(_POS, _HASH, _KEY, _BUCKET)
     )
+
+
+PLACE = "\x00"  # around a row's place in a reject reason, until it is a row number
+CONFLICT_REASON = "conflicts with row {row}: same msg_id, other content"
+_PLACE_BITS = 33  # monotonically_increasing_id: the partition above, the index below
+_PLACE_MASK = (1 << _PLACE_BITS) - 1
+
+
+def place_offsets(df: Any) -> dict[int, int]:
+    """For each partition of ``df`` as Spark reads it, the rows of the partitions before it
+    (a count per partition: no column read for Parquet)."""
+    from pyspark.sql import functions as F
+
+    counts = df.select(F.spark_partition_id().alias("p")).groupBy("p").count().collect()
+    before, total = {}, 0
+    for p, n in sorted(counts):
+        before[p] = total
+        total += n
+    return before
+
+
+def row_number(place: int, before: dict[int, int]) -> int:
+    """A row's number (1 = the first data row, in the order Spark reads the input, a single
+    file's own order) from its place: the rows of the partitions before its own plus its
+    index in its partition."""
+    return before.get(place >> _PLACE_BITS, 0) + (place & _PLACE_MASK) + 1
+
+
+def numbered_reason(reason: str, before: dict[int, int]) -> str:
+    """``reason`` with a row's place (between ``PLACE``) as the row's number."""
+    head, sep, rest = reason.partition(PLACE)
+    if not sep:
+        return reason
+    place, _, tail = rest.partition(PLACE)
+    return f"{head}{row_number(int(place), before)}{tail}"
+
+
+def numbered_column(reason: Any, before: dict[int, int]) -> Any:
+    """``numbered_reason`` as a Spark column of ``reason`` (a column of reasons)."""
+    from pyspark.sql import functions as F
+
+    place = F.substring_index(F.substring_index(reason, PLACE, 2), PLACE, -1).cast("long")
+    offsets = F.create_map(
+        *[F.lit(v).cast("long") for p, n in (before or {0: 0}).items() for v in (p, n)]
+    )
+    number = (
+        F.coalesce(F.element_at(offsets, F.shiftright(place, _PLACE_BITS)), F.lit(0).cast("long"))
+        + place.bitwiseAND(F.lit(_PLACE_MASK))
+        + 1
+    )
+    head, tail = F.substring_index(reason, PLACE, 1), F.substring_index(reason, PLACE, -1)
+    return F.when(
+        F.instr(reason, PLACE) > 0, F.concat(head, number.cast("string"), tail)
+    ).otherwise(reason)
 
 
 @dataclass(frozen=True)
@@ -335,7 +376,7 @@ class Loader:
             return
         if conflict is not None:
             self.tally.reject(
-                row, "msg_id", f"conflicts with row {conflict}: same msg_id, other content"
+                row, "msg_id", CONFLICT_REASON.format(row=f"{PLACE}{conflict}{PLACE}")
             )
             return
         self._queue(result, row)
@@ -563,13 +604,18 @@ def load_all(
 
     results = rows.mapInArrow(load, schema).persist()
     try:
+        counted = results.where("kind != 'rejected'").groupBy("kind", "reason").sum("count")
+        totals: list[Any] = [tuple(row) for row in counted.collect()]  # the load runs here
         rejects = results.where("kind = 'rejected'").select(*own)
+        if any(PLACE in (reason or "") for _, reason, _ in totals):  # rows that conflict
+            before = place_offsets(df)
+            totals = [(k, reason and numbered_reason(reason, before), n) for k, reason, n in totals]
+            rejects = rejects.withColumn(
+                REJECT_REASON, numbered_column(rejects[REJECT_REASON], before)
+            )
         # A null column is left out of its line: a malformed line's reject is its raw
         # text and the reason, not the columns Spark could not fill.
         rejects.write.mode("overwrite").json(args.rejects)
-        totals: list[Any] = (
-            results.where("kind != 'rejected'").groupBy("kind", "reason").sum("count").collect()
-        )
     except Exception as exc:
         refused = _refusal(exc)
         if refused is None:

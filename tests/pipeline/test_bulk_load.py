@@ -460,6 +460,7 @@ def test_one_msg_id_with_two_contents_is_a_reject_naming_the_first_row(
     assert _rejects(tmp_path / "rejects") == {
         "second": ("msg_id", "conflicts with row 2: same msg_id, other content")
     }
+    assert summary["by_reason"] == {"msg_id: conflicts with row 2: same msg_id, other content": 1}
 
 
 @pytest.mark.slow
@@ -596,7 +597,10 @@ def test_one_shuffle_keeps_each_msg_id_in_one_task_and_mixes_the_topics(spark: A
     assert all(len(tasks) == 1 for key, tasks in tasks_of_id.items() if key[1]), tasks_of_id
     assert all(t == {"big", "s1", "s2", "s3"} for t in topics_of_task.values()), topics_of_task
     conflicts = {r.body: r[bulk_load.CONFLICT] for r in got_rows if r.topic == "big"}
-    assert conflicts == {f"b{i}": (i - 300 + 1 if i >= 300 else None) for i in range(600)}
+    # A conflict names the first row's place; its number only when a load has conflicts.
+    assert conflicts == {f"b{i}": (i - 300 if i >= 300 else None) for i in range(600)}
+    before = bulk_load.place_offsets(df)
+    assert [bulk_load.row_number(p, before) for p in (0, 299, 599)] == [1, 300, 600]
     ordinals: dict[str, list[int]] = {}
     for r in got_rows:
         if r.topic == "s1":
@@ -627,3 +631,24 @@ def test_requests_are_sized_by_the_services_limits(
         "body",
         "1001 bytes, over the 1000 limit",
     )
+
+
+def test_a_conflicts_place_becomes_the_same_row_number_in_the_summary_and_the_rejects(
+    spark: Any,
+) -> None:
+    """The summary's reasons (on the driver) and the rejects' (a Spark column) number a
+    place alike, across the input's partitions."""
+    before = {0: 0, 1: 5}
+    places = (3, (1 << 33) + 2)  # the 4th row of the first partition, the 3rd of the second
+    reasons = [
+        bulk_load.CONFLICT_REASON.format(row=f"{bulk_load.PLACE}{p}{bulk_load.PLACE}")
+        for p in places
+    ]
+    reasons.append("msg_id: other")
+    df = spark.createDataFrame([(r,) for r in reasons], "reason string")
+
+    column = df.select(bulk_load.numbered_column(df["reason"], before)).collect()
+
+    expected = [bulk_load.CONFLICT_REASON.format(row=n) for n in (4, 8)] + ["msg_id: other"]
+    assert [bulk_load.numbered_reason(r, before) for r in reasons] == expected
+    assert [r[0] for r in column] == expected
