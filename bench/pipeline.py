@@ -384,7 +384,7 @@ def rows(m: dict[str, Any]) -> list[report.Row]:
             f"the loader's requests without Spark {_median(m.get('replays', [])):,.0f} msg/s "
             f"({report.ratio(rate, _median(m.get('replays', [])))}); "
             f"loaded {last_load['loaded']:,}, rejected {last_load['rejected']:,}; "
-            f"{m['cpus'][-1]}",
+            f"{m['cpus'][-1]}; the job's CPU s {m['job_cpu_s'][-1]}",
         ),
         report.Row(
             "16",
