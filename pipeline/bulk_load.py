@@ -494,7 +494,6 @@ class Limits:
 
     settings: Settings
     max_batch: int
-    partitions: int
 
 
 def preflight(url: str, api_key: str | None) -> Limits:
@@ -524,12 +523,12 @@ def preflight(url: str, api_key: str | None) -> Limits:
             max_properties=said["max_properties"],
             max_delay_ms=said["max_delay_ms"],
         )
-        limits = Limits(settings, int(said["max_batch"]), int(said["partitions"]))
+        limits = Limits(settings, int(said["max_batch"]))
     except (ValueError, KeyError, TypeError) as exc:
         raise cli.JobError(
             f"the service at {url} did not say its limits ({LIMITS_PATH}: {exc})"
         ) from None
-    if limits.max_batch < 1 or limits.partitions < 1:
+    if limits.max_batch < 1:
         raise cli.JobError(f"the service at {url} said limits it cannot mean: {said}")
     return limits
 
