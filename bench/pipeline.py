@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -45,19 +46,95 @@ CEILING_BATCHES = 200  # figure 2's quick size
 
 
 def _job(*argv: str) -> dict[str, Any]:
-    """``python -m <argv>``; its last stdout line (the summary) plus ``wall_s``."""
+    """``python -m <argv>``; its last stdout line (the summary), ``wall_s`` and ``cpu_s``:
+    the CPU seconds of its processes by kind (``JobCpu``)."""
     started = time.monotonic()
-    done = subprocess.run(  # noqa: PLW1510 (the exit code is checked below: 1 is a finding)
+    with subprocess.Popen(
         [sys.executable, "-m", *argv, "--master", MASTER],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=JOB_TIMEOUT_S,
         cwd=process.ROOT,
-    )
-    if done.returncode not in (0, 1):
-        raise RuntimeError(f"{argv[0]} exited {done.returncode}: {done.stderr[-2000:]}")
-    summary: dict[str, Any] = orjson.loads(done.stdout.strip().splitlines()[-1])
-    return {**summary, "wall_s": time.monotonic() - started}
+    ) as job:
+        cpu = JobCpu(job.pid)
+        try:
+            out, err = job.communicate(timeout=JOB_TIMEOUT_S)
+        finally:
+            cpu.stop()
+            if job.poll() is None:
+                job.kill()
+    if job.returncode not in (0, 1):  # 1 is a finding (audit)
+        raise RuntimeError(f"{argv[0]} exited {job.returncode}: {err[-2000:]}")
+    summary: dict[str, Any] = orjson.loads(out.strip().splitlines()[-1])
+    return {**summary, "wall_s": time.monotonic() - started, "cpu_s": cpu.seconds()}
+
+
+CPU_SAMPLE_S = 0.5  # a process's CPU is read this often (one that lives less is missed)
+
+
+class JobCpu:
+    """CPU seconds of a job's processes by kind — ``driver`` (the job's Python), ``jvm``
+    (Spark), ``python workers`` (the executors' Python) — sampled from /proc while it
+    runs: the last reading of each process counts, so a worker that exits is kept."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._last: dict[int, tuple[str, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="job-cpu", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self._sample()
+            if self._stop.wait(CPU_SAMPLE_S):
+                return
+
+    def _sample(self) -> None:
+        for pid in descendants(self.pid):
+            try:
+                seconds = process.cpu_seconds(pid)
+                kind = _kind(pid, self.pid)
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            self._last[pid] = (kind, seconds)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def seconds(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for kind, seconds in self._last.values():
+            out[kind] = round(out.get(kind, 0.0) + seconds, 1)
+        return out
+
+
+def _kind(pid: int, root: int) -> str:
+    if pid == root:
+        return "driver"
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    if argv and argv[0].endswith(b"java"):
+        return "jvm"
+    return "python workers" if b"pyspark.daemon" in argv else "other"
+
+
+def descendants(root: int) -> list[int]:
+    """``root`` and every process below it, whichever thread started them (a JVM starts
+    its Python workers from a thread of its own: /proc's per-thread children miss them)."""
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            parent[int(entry.name)] = int(stat[1])
+    found, frontier = [root], [root]
+    while frontier:
+        frontier = [pid for pid, ppid in parent.items() if ppid in frontier]
+        found += frontier
+    return found
 
 
 def scan_seconds(events: str) -> float:
@@ -92,11 +169,12 @@ def server_env(workers: int) -> dict[str, str] | None:
 
 
 def load_round(work: Path, rows: str, r: int, workers: int = 1) -> tuple[dict[str, Any], str]:
-    """One bulk load of ``rows`` into a fresh server: the job's summary and the server's CPU."""
+    """One bulk load of ``rows`` into a fresh server: the job's summary and the server's CPU
+    (its workers' with it)."""
     (work / f"load-{r}").mkdir()
     with (
         process.service(work / f"load-{r}", server_env(workers)) as service,
-        process.CpuMeter(service.pid) as cpu,
+        process.CpuMeter(service.pid, tree=True) as cpu,
     ):
         load = _job(
             "pipeline.bulk_load",
@@ -237,6 +315,7 @@ def measure_load(n: int, rounds: int, work: Path, workers: int = 1) -> dict[str,
         "ceilings": ceilings,
         "replays": replays,
         "cpus": cpus,
+        "job_cpu_s": [load["cpu_s"] for load in loads],
         "load_average": [round(x, 1) for x in (*load_before, *os.getloadavg())],
     }
 
@@ -305,7 +384,7 @@ def rows(m: dict[str, Any]) -> list[report.Row]:
             f"the loader's requests without Spark {_median(m.get('replays', [])):,.0f} msg/s "
             f"({report.ratio(rate, _median(m.get('replays', [])))}); "
             f"loaded {last_load['loaded']:,}, rejected {last_load['rejected']:,}; "
-            f"{m['cpus'][-1]}",
+            f"{m['cpus'][-1]}; the job's CPU s {m['job_cpu_s'][-1]}",
         ),
         report.Row(
             "16",

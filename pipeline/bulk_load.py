@@ -33,15 +33,13 @@ FORMATS = ("parquet", "csv", "json")
 ORDINAL = "__rt_ordinal"  # internal columns, named so no input column can clash
 CONFLICT = "__rt_conflict"
 CORRUPT = "_corrupt_record"  # Spark's column for a line it could not parse
-_HASH, _KEY, _POS = "__rt_hash", "__rt_key", "__rt_pos"
-_FIRST_POS, _FIRST_HASH, _DIFFER = "__rt_first_pos", "__rt_first_hash", "__rt_differ"
+_HASH, _KEY, _POS, _BUCKET = "__rt_hash", "__rt_key", "__rt_pos", "__rt_bucket"
 REQUEST_SLACK_BYTES = 64 * 1024  # under the service's request limit, for the envelope
 KINDS = ("loaded", "already_present", "rejected")
 IN_FLIGHT = 4  # batches a task has on their way at once (one connection each)
 # Tasks per slot (core) of the cluster: rows settle (and the progress line moves) as each
 # task ends, and a slow task holds up a fraction of the load, not half of it.
 TASKS_PER_SLOT = 4
-LAID_OUT_TOPICS = 100_000  # up to this many topics are laid out over the tasks by size
 LIMITS_PATH = "/v1/limits"
 
 
@@ -118,9 +116,11 @@ def require_parquet(path: str, master: str) -> None:
             raise cli.JobError(f"{name}: not a Parquet file (give its --format)")
 
 
-def prepare(df: Any, topic: str | None) -> Any:
-    """Check the columns, make them Arrow-friendly, number identical id-less rows, and mark
-    each row whose msg_id an earlier row of the input has with other content (its row)."""
+def prepare(df: Any, topic: str | None, tasks: int | None = None) -> Any:
+    """Check the columns, make them Arrow-friendly and lay the rows out over ``tasks``
+    tasks (``number``; by default ``TASKS_PER_SLOT`` a slot of the cluster): each row
+    marked with its rank among identical id-less rows and, when an earlier row of the
+    input has its msg_id with other content, that row's number."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -138,8 +138,9 @@ def prepare(df: Any, topic: str | None) -> Any:
             df = df.withColumn(field.name, F.to_json(field.name))
         elif not isinstance(field.dataType, keep):
             df = df.withColumn(field.name, F.col(field.name).cast("string"))
-    content = [c for c in df.columns if c != CORRUPT]
-    return _number_copies(F, df, content)
+    if tasks is None:
+        tasks = df.sparkSession.sparkContext.defaultParallelism * TASKS_PER_SLOT
+    return number(df, tasks)
 
 
 def with_topic(df: Any, topic: str | None) -> Any:
@@ -152,18 +153,22 @@ def with_topic(df: Any, topic: str | None) -> Any:
     return df.withColumn("topic", F.coalesce(present, F.lit(topic)))
 
 
-def _number_copies(F: Any, df: Any, content: list[str]) -> Any:
-    """Add ``ORDINAL`` (the k-th of identical rows without a msg_id: their ids differ by
-    it) and ``CONFLICT`` (for a row whose msg_id an earlier row has with other content,
-    that row's number: 1 = the first data row, in the order Spark reads the input, a single
-    file's own order).
+def number(df: Any, tasks: int) -> Any:
+    """``df`` in ``tasks`` tasks, with ``ORDINAL`` (the k-th of identical rows without a
+    msg_id: their ids differ by it) and ``CONFLICT`` (for a row whose msg_id an earlier row
+    has with other content, that row's place in the input, ``monotonically_increasing_id``:
+    ``row_numbers`` turns it into a number, only when a load has such rows).
 
-    One aggregation over the input finds both: rows keyed by (topic, msg_id), or by their
-    content when they have no msg_id, and the keys that occur more than once (few, kept
-    for the main pass). Only when some msg_id has two contents does a count per input
-    partition turn positions into row numbers."""
+    One shuffle does both the layout and the numbering: rows go to a task by a hash of
+    (topic, key) — the key a row's msg_id, or its content when it has none — so every row
+    of a key is in one task, and sorted there by that hash and their place in the input,
+    a window over each key finds its first row. The hash order mixes the topics within a
+    task: its requests go to every topic (every partition of the service) at once, and the
+    tasks are even whatever the topics' sizes."""
     from pyspark.sql import Window
+    from pyspark.sql import functions as F
 
+    content = [c for c in df.columns if c != CORRUPT]
     has_id = F.lit(False)
     if "msg_id" in df.columns:
         # An id the service refuses is that row's reject, whatever other rows hold.
@@ -181,43 +186,73 @@ def _number_copies(F: Any, df: Any, content: list[str]) -> Any:
                 no_id, F.concat(F.lit("\x00"), F.col(_HASH).cast("string"))
             ),
         )
+        .withColumn(_BUCKET, F.xxhash64("topic", _KEY))
     )
-    repeated = (
-        df.where(F.col(_KEY).isNotNull())
-        .groupBy("topic", _KEY)
-        .agg(
-            F.count(F.lit(1)).alias("_n"),
-            F.min(_POS).alias(_FIRST_POS),
-            F.min_by(_HASH, _POS).alias(_FIRST_HASH),
-            (F.min(_HASH) != F.max(_HASH)).alias(_DIFFER),
-        )
-        .where("_n > 1")
-        .drop("_n")
-        .persist()
+    key = Window.partitionBy(_BUCKET, "topic", _KEY).orderBy(_POS)
+    first = F.first(_POS).over(key)
+    conflict = F.when(has_id & (F.first(_HASH).over(key) != F.col(_HASH)), first)
+    # Identical rows without a msg_id are told apart by their rank among themselves.
+    ordinal = F.when(no_id, F.row_number().over(key) - 1).otherwise(F.lit(0))
+    return (
+        df.repartition(tasks, _BUCKET)
+        .withColumn(CONFLICT, conflict.cast("long"))
+        .withColumn(ORDINAL, ordinal.cast("int"))
+        .drop(_POS, _HASH, _KEY, _BUCKET)
     )
-    number = F.lit(None).cast("long")
-    if repeated.where(_DIFFER).limit(1).count():
-        # A row's number from its position: the rows of the partitions before its own,
-        # plus its index in its partition (monotonically_increasing_id keeps the partition
-        # above bit 33).
-        offsets: list[Any] = []
-        total = 0
-        for p, n in sorted(df.groupBy(F.shiftright(_POS, 33).alias("p")).count().collect()):
-            offsets += [F.lit(p), F.lit(total)]
-            total += n
-        first = F.element_at(F.create_map(*offsets), F.shiftright(F.col(_FIRST_POS), 33))
-        number = first + F.col(_FIRST_POS).bitwiseAND(F.lit((1 << 33) - 1)) + 1
-    df = df.join(repeated, ["topic", _KEY], "left")
-    conflict = F.when(F.col(_DIFFER) & (F.col(_HASH) != F.col(_FIRST_HASH)), number)
-    df = df.withColumn(CONFLICT, conflict.cast("long"))
-    # Identical rows without a msg_id are told apart by their rank among themselves (their
-    # order does not matter: they are identical). Only those few rows are sorted.
-    copies = F.col(_FIRST_POS).isNotNull() & no_id
-    rank = F.row_number().over(Window.partitionBy("topic", _KEY).orderBy(_POS)) - 1
-    single = df.where(~copies).withColumn(ORDINAL, F.lit(0))
-    many = df.where(copies).withColumn(ORDINAL, rank)
-    internal = (_POS, _HASH, _KEY, _FIRST_POS, _FIRST_HASH, _DIFFER)
-    return single.unionByName(many).drop(*internal)
+
+
+PLACE = "\x00"  # around a row's place in a reject reason, until it is a row number
+CONFLICT_REASON = "conflicts with row {row}: same msg_id, other content"
+_PLACE_BITS = 33  # monotonically_increasing_id: the partition above, the index below
+_PLACE_MASK = (1 << _PLACE_BITS) - 1
+
+
+def place_offsets(df: Any) -> dict[int, int]:
+    """For each partition of ``df`` as Spark reads it, the rows of the partitions before it
+    (a count per partition: no column read for Parquet)."""
+    from pyspark.sql import functions as F
+
+    counts = df.select(F.spark_partition_id().alias("p")).groupBy("p").count().collect()
+    before, total = {}, 0
+    for p, n in sorted(counts):
+        before[p] = total
+        total += n
+    return before
+
+
+def row_number(place: int, before: dict[int, int]) -> int:
+    """A row's number (1 = the first data row, in the order Spark reads the input, a single
+    file's own order) from its place: the rows of the partitions before its own plus its
+    index in its partition."""
+    return before.get(place >> _PLACE_BITS, 0) + (place & _PLACE_MASK) + 1
+
+
+def numbered_reason(reason: str, before: dict[int, int]) -> str:
+    """``reason`` with a row's place (between ``PLACE``) as the row's number."""
+    head, sep, rest = reason.partition(PLACE)
+    if not sep:
+        return reason
+    place, _, tail = rest.partition(PLACE)
+    return f"{head}{row_number(int(place), before)}{tail}"
+
+
+def numbered_column(reason: Any, before: dict[int, int]) -> Any:
+    """``numbered_reason`` as a Spark column of ``reason`` (a column of reasons)."""
+    from pyspark.sql import functions as F
+
+    place = F.substring_index(F.substring_index(reason, PLACE, 2), PLACE, -1).cast("long")
+    offsets = F.create_map(
+        *[F.lit(v).cast("long") for p, n in (before or {0: 0}).items() for v in (p, n)]
+    )
+    number = (
+        F.coalesce(F.element_at(offsets, F.shiftright(place, _PLACE_BITS)), F.lit(0).cast("long"))
+        + place.bitwiseAND(F.lit(_PLACE_MASK))
+        + 1
+    )
+    head, tail = F.substring_index(reason, PLACE, 1), F.substring_index(reason, PLACE, -1)
+    return F.when(
+        F.instr(reason, PLACE) > 0, F.concat(head, number.cast("string"), tail)
+    ).otherwise(reason)
 
 
 @dataclass(frozen=True)
@@ -341,7 +376,7 @@ class Loader:
             return
         if conflict is not None:
             self.tally.reject(
-                row, "msg_id", f"conflicts with row {conflict}: same msg_id, other content"
+                row, "msg_id", CONFLICT_REASON.format(row=f"{PLACE}{conflict}{PLACE}")
             )
             return
         self._queue(result, row)
@@ -453,89 +488,12 @@ def _default_result(input_schema: Any) -> Any:
     return pa.schema([*counts, *own, *texts])
 
 
-def spread(spark: Any, rows: Any, topics: Any, partitions: int) -> Any:
-    """``rows`` in ``TASKS_PER_SLOT`` tasks per slot of the cluster, laid out so the rows of
-    one topic go together and each task has about as many rows as the next.
-
-    The topics, in the order of the service's partition (``crc32(topic) % partitions``,
-    app/cluster/layout.py) and name, are laid end to end by their row counts and cut into
-    equal lengths: a small topic lands whole in one task, a large one in consecutive
-    tasks, and a task's topics are those of one partition of the service. A row's place
-    within its topic is a hash of its content (the same in a retried task).
-
-    The tasks are exact: Spark's hash partitioning sends the key v to the task
-    ``pmod(hash(v), tasks)``, so each task's key is a v found to hash to it.
-
-    ``topics``: the input's topic column (counted, a cheap scan of one column), ``rows``
-    the prepared rows."""
-    from pyspark.sql import functions as F
-
-    tasks = spark.sparkContext.defaultParallelism * TASKS_PER_SLOT
-    part = F.pmod(F.crc32(F.col("topic").cast("binary")), F.lit(partitions))
-    counts = topics.groupBy(part.alias("_part"), "topic").count()
-    laid = counts.orderBy("_part", "topic").limit(LAID_OUT_TOPICS + 1).collect()
-    if len(laid) > LAID_OUT_TOPICS:  # too many to lay out: one partition's topics together
-        return rows.repartition(tasks, F.coalesce(part, F.lit(0)), "topic")
-    total = sum(r["count"] for r in laid) or 1
-    start, layout = 0, []
-    for r in laid:
-        layout.append((r["topic"], start, r["count"]))
-        start += r["count"]
-    table = spark.createDataFrame(layout, "_topic string, _start long, _n long")
-    place = F.col("_start") + F.pmod(F.xxhash64(*rows.columns), F.col("_n"))
-    task = (place * tasks / total).cast("long")
-    # Longs, as task_keys hashed them (a literal this small would be an int: another hash).
-    keys = F.array(*[F.lit(v).cast("long") for v in task_keys(tasks)])
-    key = F.element_at(keys, task.cast("int") + 1)
-    return (
-        rows.join(F.broadcast(table), rows["topic"].eqNullSafe(table["_topic"]), "left")
-        .withColumn("_task", key)
-        .repartition(tasks, "_task")
-        .drop("_topic", "_start", "_n", "_task")
-    )
-
-
-def task_keys(tasks: int) -> list[int]:
-    """For each task j, a long v with ``pmod(hash(v), tasks) == j``: Spark's ``hash``, the
-    one its repartition sends a row by."""
-    found: dict[int, int] = {}
-    v = 0
-    while len(found) < tasks:
-        found.setdefault(spark_hash_long(v) % tasks, v)
-        v += 1
-    return [found[j] for j in range(tasks)]
-
-
-SPARK_HASH_SEED = 42  # Spark's Murmur3Hash (the ``hash`` function, hash partitioning)
-_M32 = 0xFFFF_FFFF
-
-
-def spark_hash_long(value: int) -> int:
-    """Spark's ``hash`` of a bigint: Murmur3 x86_32 of its two halves, seed 42 (a signed int)."""
-
-    def rotl(x: int, r: int) -> int:
-        return ((x << r) | (x >> (32 - r))) & _M32
-
-    h = SPARK_HASH_SEED
-    for half in (value & _M32, (value >> 32) & _M32):
-        k = rotl((half * 0xCC9E2D51) & _M32, 15) * 0x1B873593 & _M32
-        h = (rotl(h ^ k, 13) * 5 + 0xE6546B64) & _M32
-    h ^= 8
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & _M32
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & _M32
-    h ^= h >> 16
-    return h - (1 << 32) if h & 0x8000_0000 else h
-
-
 @dataclass(frozen=True)
 class Limits:
     """What the service accepts (``GET /v1/limits``), for the checks and the batches."""
 
     settings: Settings
     max_batch: int
-    partitions: int
 
 
 def preflight(url: str, api_key: str | None) -> Limits:
@@ -565,12 +523,12 @@ def preflight(url: str, api_key: str | None) -> Limits:
             max_properties=said["max_properties"],
             max_delay_ms=said["max_delay_ms"],
         )
-        limits = Limits(settings, int(said["max_batch"]), int(said["partitions"]))
+        limits = Limits(settings, int(said["max_batch"]))
     except (ValueError, KeyError, TypeError) as exc:
         raise cli.JobError(
             f"the service at {url} did not say its limits ({LIMITS_PATH}: {exc})"
         ) from None
-    if limits.max_batch < 1 or limits.partitions < 1:
+    if limits.max_batch < 1:
         raise cli.JobError(f"the service at {url} said limits it cannot mean: {said}")
     return limits
 
@@ -624,15 +582,11 @@ def load_all(
 ) -> list[Any]:
     """Load the input, write the rejects; the (kind, reason, count) totals. ``settled(rows,
     rejected)`` is called in the tasks (an accumulator's add) as their rows settle."""
-    from pyspark.sql import functions as F
-
     df = read_input(spark, args.input, args.format)
     fields = len([c for c in df.columns if c != CORRUPT])
-    prepared = prepare(df, args.topic)
+    rows = prepare(df, args.topic)
     target = Target(args.url, args.api_key, limits.settings, args.format, fields, limits.max_batch)
-    topics = with_topic(df, args.topic).select(F.col("topic").cast("string"))
-    rows = spread(spark, prepared, topics, limits.partitions)
-    schema = result_schema(prepared)
+    schema = result_schema(rows)
     own = [f.name for f in schema.fields[3:]]
 
     def load(batches: Iterator[Any]) -> Iterator[Any]:
@@ -649,13 +603,18 @@ def load_all(
 
     results = rows.mapInArrow(load, schema).persist()
     try:
+        counted = results.where("kind != 'rejected'").groupBy("kind", "reason").sum("count")
+        totals: list[Any] = [tuple(row) for row in counted.collect()]  # the load runs here
         rejects = results.where("kind = 'rejected'").select(*own)
+        if any(PLACE in (reason or "") for _, reason, _ in totals):  # rows that conflict
+            before = place_offsets(df)
+            totals = [(k, reason and numbered_reason(reason, before), n) for k, reason, n in totals]
+            rejects = rejects.withColumn(
+                REJECT_REASON, numbered_column(rejects[REJECT_REASON], before)
+            )
         # A null column is left out of its line: a malformed line's reject is its raw
         # text and the reason, not the columns Spark could not fill.
         rejects.write.mode("overwrite").json(args.rejects)
-        totals: list[Any] = (
-            results.where("kind != 'rejected'").groupBy("kind", "reason").sum("count").collect()
-        )
     except Exception as exc:
         refused = _refusal(exc)
         if refused is None:

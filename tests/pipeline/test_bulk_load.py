@@ -460,6 +460,7 @@ def test_one_msg_id_with_two_contents_is_a_reject_naming_the_first_row(
     assert _rejects(tmp_path / "rejects") == {
         "second": ("msg_id", "conflicts with row 2: same msg_id, other content")
     }
+    assert summary["by_reason"] == {"msg_id: conflicts with row 2: same msg_id, other content": 1}
 
 
 @pytest.mark.slow
@@ -567,52 +568,45 @@ def test_paths_off_this_machine_are_sparks_to_check() -> None:
         cli.require_path("file:///no/such/events", directory=True)
 
 
-def test_the_hash_the_layout_relies_on_is_sparks(spark: Any) -> None:
-    """The task keys land where the layout means them to: Spark's hash, computed here."""
+def test_one_shuffle_keeps_each_msg_id_in_one_task_and_mixes_the_topics(spark: Any) -> None:
+    """Four tasks a slot (local[1]: 4), even whatever the topics' sizes; every row of a
+    msg_id (of identical id-less rows) in one task, numbered there; each task holds every
+    topic, so its requests go to every partition of the service at once."""
     from pyspark.sql import functions as sf
 
-    values = [0, 1, -1, 42, 2**40 + 7, -(2**62), 2**63 - 1]
-    frame = spark.createDataFrame([(v,) for v in values], "v long")
-    assert [r[0] for r in frame.select(sf.hash("v")).collect()] == [
-        bulk_load.spark_hash_long(v) for v in values
-    ]
-    keys = bulk_load.task_keys(8)
-    landed = spark.createDataFrame([(k,) for k in keys], "k long").repartition(8, "k")
-    where = dict(landed.select("k", sf.spark_partition_id()).collect())
-    assert [where[k] for k in keys] == list(range(8))
+    rows = [("big", f"m{i % 300}", f"b{i}") for i in range(600)]  # rows 301-600 conflict
+    rows += [("s1", "", f"twice-{i // 2}") for i in range(200)]  # pairs without a msg_id
+    rows += [(t, f"{t}-{i}", "x") for t, n in (("s2", 120), ("s3", 80)) for i in range(n)]
+    df = spark.createDataFrame(rows, "topic string, msg_id string, body string").coalesce(1)
 
-
-@pytest.mark.parametrize("partitions", [1, 2])
-def test_the_input_is_laid_out_by_topic_over_even_tasks(spark: Any, partitions: int) -> None:
-    """Four tasks a slot (local[1]: 4); a topic's rows go together, the tasks are even, and
-    the service's partitions (crc32 % P) are contiguous: one task at most holds two."""
-    import zlib
-
-    from pyspark.sql import functions as sf
-
-    sizes = {"big": 600, "s1": 200, "s2": 120, "s3": 80}
-    rows = [(topic, f"{topic}-{i}") for topic, n in sizes.items() for i in range(n)]
-    df = spark.createDataFrame(rows, "topic string, body string")
-
-    out = bulk_load.spread(spark, df, df.select("topic"), partitions)
+    out = bulk_load.prepare(df, None, bulk_load.TASKS_PER_SLOT)
 
     assert out.rdd.getNumPartitions() == bulk_load.TASKS_PER_SLOT
-    got = out.groupBy(sf.spark_partition_id().alias("task"), "topic").count().collect()
+    task = sf.spark_partition_id().alias("task")
+    got = out.select(task, "topic", "msg_id", "body", bulk_load.ORDINAL, bulk_load.CONFLICT)
+    got_rows = got.collect()
     per_task: dict[int, int] = {}
-    tasks_of: dict[str, set[int]] = {}
-    for task, topic, n in got:
-        per_task[task] = per_task.get(task, 0) + n
-        tasks_of.setdefault(topic, set()).add(task)
+    tasks_of_id: dict[tuple[str, str], set[int]] = {}
+    topics_of_task: dict[int, set[str]] = {}
+    for r in got_rows:
+        per_task[r.task] = per_task.get(r.task, 0) + 1
+        tasks_of_id.setdefault((r.topic, r.msg_id), set()).add(r.task)
+        topics_of_task.setdefault(r.task, set()).add(r.topic)
     assert sum(per_task.values()) == 1000
     assert all(190 <= n <= 310 for n in per_task.values()), per_task
-    assert all(len(tasks_of[t]) <= 2 for t in ("s1", "s2", "s3")), tasks_of
-    part_of = {t: zlib.crc32(t.encode()) % partitions for t in sizes}
-    mixed = [
-        task
-        for task in per_task
-        if len({part_of[t] for t, ts in tasks_of.items() if task in ts}) > 1
-    ]
-    assert len(mixed) <= partitions - 1
+    assert all(len(tasks) == 1 for key, tasks in tasks_of_id.items() if key[1]), tasks_of_id
+    assert all(t == {"big", "s1", "s2", "s3"} for t in topics_of_task.values()), topics_of_task
+    conflicts = {r.body: r[bulk_load.CONFLICT] for r in got_rows if r.topic == "big"}
+    # A conflict names the first row's place; its number only when a load has conflicts.
+    assert conflicts == {f"b{i}": (i - 300 if i >= 300 else None) for i in range(600)}
+    before = bulk_load.place_offsets(df)
+    assert [bulk_load.row_number(p, before) for p in (0, 299, 599)] == [1, 300, 600]
+    ordinals: dict[str, list[int]] = {}
+    for r in got_rows:
+        if r.topic == "s1":
+            ordinals.setdefault(r.body, []).append(r[bulk_load.ORDINAL])
+    assert all(sorted(o) == [0, 1] for o in ordinals.values()), ordinals
+    assert {r[bulk_load.ORDINAL] for r in got_rows if r.topic != "s1"} == {0}
 
 
 @pytest.mark.slow
@@ -637,3 +631,24 @@ def test_requests_are_sized_by_the_services_limits(
         "body",
         "1001 bytes, over the 1000 limit",
     )
+
+
+def test_a_conflicts_place_becomes_the_same_row_number_in_the_summary_and_the_rejects(
+    spark: Any,
+) -> None:
+    """The summary's reasons (on the driver) and the rejects' (a Spark column) number a
+    place alike, across the input's partitions."""
+    before = {0: 0, 1: 5}
+    places = (3, (1 << 33) + 2)  # the 4th row of the first partition, the 3rd of the second
+    reasons = [
+        bulk_load.CONFLICT_REASON.format(row=f"{bulk_load.PLACE}{p}{bulk_load.PLACE}")
+        for p in places
+    ]
+    reasons.append("msg_id: other")
+    df = spark.createDataFrame([(r,) for r in reasons], "reason string")
+
+    column = df.select(bulk_load.numbered_column(df["reason"], before)).collect()
+
+    expected = [bulk_load.CONFLICT_REASON.format(row=n) for n in (4, 8)] + ["msg_id: other"]
+    assert [bulk_load.numbered_reason(r, before) for r in reasons] == expected
+    assert [r[0] for r in column] == expected

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage.event_table import decode
-from storage.records import MessageRecord
+from storage.records import MessageRecord, MessageState
 from storage.store import CF, RocksStore
 from storage.txn import Txn
 from workers.ops import messages
@@ -62,8 +62,30 @@ def stores() -> Iterator[Stores]:
             pair.close()
 
 
+def one_at_a_time(
+    txn: Txn, batch: list[MessageRecord | None], fresh: list[bool]
+) -> list[messages.SendOutcome | Exception | None]:
+    """The batch as single sends (``messages.send``), each under its own savepoint."""
+    out: list[messages.SendOutcome | Exception | None] = []
+    for rec, new in zip(batch, fresh, strict=True):
+        if rec is None:
+            out.append(None)
+            continue
+        point = txn.savepoint()
+        try:
+            out.append(messages.send(txn, rec, fresh_id=new))
+        except Exception as exc:
+            txn.rollback(point)
+            out.append(exc)
+    return out
+
+
 def _send(
-    store: RocksStore, batch: list[MessageRecord | None], fresh: list[bool], before: dict[str, bool]
+    store: RocksStore,
+    batch: list[MessageRecord | None],
+    fresh: list[bool],
+    before: dict[str, bool],
+    op: Any = messages.send_many,
 ) -> tuple[list[Any], dict[str, list[tuple[bytes, bytes]]], list[dict[str, Any]]]:
     txn = Txn(store, NOW - 10)
     for msg_id, cancelled in before.items():
@@ -72,7 +94,7 @@ def _send(
             messages.cancel(txn, "t", msg_id)
     txn.commit(0)
     txn = Txn(store, NOW)
-    out = messages.send_many(txn, batch, fresh)
+    out = op(txn, batch, fresh)
     txn.commit(txn.pending_delta)
     written = {cf: store.scan(cf, b"", END, 10**6) for cf in CF.ALL if cf != CF.EVENTS}
     events = decode(store.scan(CF.EVENTS, b"", END, 10**6)).to_pylist()
@@ -85,18 +107,14 @@ def _send(
 )
 @given(batch=st.lists(items, min_size=1, max_size=12), before=earlier)
 def test_columns_write_what_one_at_a_time_writes(
-    batch: list[MessageRecord | None],
-    before: dict[str, bool],
-    monkeypatch: pytest.MonkeyPatch,
+    batch: list[MessageRecord | None], before: dict[str, bool]
 ) -> None:
     fresh = [False] * len(batch)  # every id the client's: looked up
     with tempfile.TemporaryDirectory() as root:
         pair = Stores(root)
         try:
             bulk = _send(pair.bulk, batch, fresh, before)
-            with monkeypatch.context() as patch:
-                patch.setattr(messages, "_all_new", lambda *_: False)
-                each = _send(pair.each, batch, fresh, before)
+            each = _send(pair.each, batch, fresh, before, one_at_a_time)
         finally:
             pair.close()
     assert bulk[0] == each[0]  # outcomes
@@ -106,7 +124,7 @@ def test_columns_write_what_one_at_a_time_writes(
 
 def test_a_plain_batch_takes_the_columns(stores: Stores, monkeypatch: pytest.MonkeyPatch) -> None:
     """The common batch (new ids, due later; an item refused before is a None) is staged as
-    columns, once; an id twice in the batch sends it one message at a time."""
+    columns, once; an id twice in the batch sends the second one alone."""
     calls: list[int] = []
     real = messages._stage_timers
 
@@ -125,5 +143,39 @@ def test_a_plain_batch_takes_the_columns(stores: Stores, monkeypatch: pytest.Mon
     calls.clear()
     twice = [_record("t", "x", 60_000, None), _record("t", "x", 60_000, None)]
     out = messages.send_many(Txn(stores.bulk, NOW), twice)
-    assert calls == [1]  # one at a time: the first alone, the second found it staged
+    assert calls == [1]  # the first staged, the second found it staged
     assert [o.created for o in out if isinstance(o, messages.SendOutcome)] == [True, False]
+
+
+def test_a_few_odd_items_keep_the_columns_for_the_rest(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An id twice, an id sent before and a message due now (a bulk load's repeated rows, a
+    rerun, a backlog) are sent alone; the plain items between them are staged as columns,
+    run by run, and every outcome keeps its place in the batch."""
+    calls: list[int] = []
+    real = messages._stage_timers
+
+    def counted(txn: Txn, recs: list[MessageRecord], index_keys: list[bytes]) -> Any:
+        calls.append(len(recs))
+        return real(txn, recs, index_keys)
+
+    txn = Txn(stores.bulk, NOW - 10)
+    messages.send(txn, _record("t", "n500", 60_000, None))
+    txn.commit(txn.pending_delta)
+    monkeypatch.setattr(messages, "_stage_timers", counted)
+    batch: list[MessageRecord | None] = [_record("t", f"n{i}", 60_000, None) for i in range(1000)]
+    batch[7] = None  # refused before
+    batch[300] = _record("t", "n10", 60_000, None)  # the id of item 10
+    batch[600] = _record("t", "n600", 0, None)  # due now
+    txn = Txn(stores.bulk, NOW)
+    out = messages.send_many(txn, batch, [False] * 1000)
+    assert calls == [299, 199, 99, 399]  # n500 (sent before) and n600 alone, no timer
+    assert out[7] is None
+    sent = [o for o in out if isinstance(o, messages.SendOutcome)]
+    assert len(sent) == 999
+    assert [o.msg_id for o in sent] == [r.msg_id for r in batch if r is not None]
+    created = {o.msg_id for o in sent if o.created}
+    assert created == {f"n{i}" for i in range(1000)} - {"n7", "n300", "n500"}
+    states = [o.state for o in out[599:602] if isinstance(o, messages.SendOutcome)]
+    assert states == [MessageState.SCHEDULED, MessageState.DELIVERED, MessageState.SCHEDULED]
