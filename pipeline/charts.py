@@ -45,6 +45,7 @@ CHARTS = (
 EARLY = -1
 MINUTE_MS = 60_000
 BLUE, GREEN, GREY, ORANGE, RED = "#2563eb", "#16a34a", "#9ca3af", "#ea580c", "#dc2626"
+PARTIAL = "#fde68a"  # the band behind a partial minute (amber: "not a whole minute")
 
 
 def human_count(n: float | None) -> str:
@@ -176,7 +177,7 @@ def _over_time(
     fig, ax = plt.subplots(figsize=(9, 4.2))
     fig.subplots_adjust(left=0.08, right=0.70, top=0.84, bottom=0.14)
     for m in sorted(axis.partial):
-        ax.axvspan(_date(m), _date(m + MINUTE_MS), color="#f3f4f6", zorder=0)
+        ax.axvspan(_date(m), _date(m + MINUTE_MS), color=PARTIAL, zorder=0)
     for key, label, color in series:
         ys = [minutes.get(m, {}).get(key, 0) for m in xs]
         ax.plot(
@@ -205,7 +206,7 @@ def _over_time(
             linestyle="none",
             marker="s",
             markersize=9,
-            color="#f3f4f6",
+            color=PARTIAL,
             label="partial minute (hollow points)",
         )
     _style(ax, title, subtitle, "messages per minute")
@@ -325,8 +326,10 @@ h1 {{ margin-bottom: .2rem; }} .span {{ color: #4b5563; margin-top: 0; }}
 .tile {{ border: 1px solid #e5e7eb; border-radius: 8px; padding: .6rem 1rem; min-width: 7rem; }}
 .tile b {{ display: block; font-size: 1.4rem; }} .tile span {{ color: #4b5563; font-size: .85rem; }}
 img {{ max-width: 100%; margin: .6rem 0 1.4rem; }}
-table {{ border-collapse: collapse; width: 100%; font-size: .9rem; }}
-th, td {{ padding: .35rem .6rem; border-bottom: 1px solid #e5e7eb; text-align: right; }}
+table {{ border-collapse: collapse; width: 100%; font-size: .8rem; }}
+th, td {{ padding: .3rem .35rem; border-bottom: 1px solid #e5e7eb; text-align: right; }}
+/* by_topic.csv's ~20 column names in the page's width: a name may break, a value not */
+th {{ overflow-wrap: anywhere; vertical-align: bottom; }} td {{ white-space: nowrap; }}
 th:first-child, td:first-child {{ text-align: left; }}
 </style></head><body>
 <h1>rocktimer delivery report</h1>

@@ -284,3 +284,33 @@ def test_percentiles_are_the_exact_nearest_rank_on_many_values(spark: Any, tmp_p
     )
     assert (t["ack_p50_ms"], t["ack_p95_ms"], t["ack_max_ms"]) == (100_000, 190_000, n)
     assert built["overall"]["lateness_p99_ms"] == 198_000
+
+
+@pytest.mark.slow
+def test_the_per_topic_table_fits_the_page_in_a_browser(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """report.html in headless Chromium at a desktop width: the table with every column of
+    by_topic.csv is readable without scrolling sideways (a screenshot is left beside it)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.console.conftest import CHROMIUM, CHROMIUM_ARGS, DESKTOP
+
+    events = write_events(tmp_path / "events", clean_log().rows)
+    out = tmp_path / "report"
+    assert report.run(["--events", str(events), "--out", str(out)]) == 0
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport=DESKTOP)
+            page.goto((out / "report.html").as_uri())
+            page.screenshot(path=str(out / "report-page.png"), full_page=True)
+            widths = page.eval_on_selector(".table", "e => [e.scrollWidth, e.clientWidth]")
+            images = page.eval_on_selector_all("img", "es => es.map(e => e.naturalWidth)")
+        finally:
+            browser.close()
+    scrolled, shown = widths
+    assert scrolled <= shown, widths
+    assert len(images) == len(charts.CHARTS), images
+    assert all(images), images  # every chart loaded
