@@ -197,6 +197,7 @@ def run(argv: list[str]) -> int:
     cli.require_path(args.events, directory=True, master=args.master)
     started = time.monotonic()
     spark = cli.session(args.master, "report")
+    cli.filesystem(spark, args.out)  # a scheme Hadoop cannot write: said before the work
     with cli.progress(spark, "report"):
         built = build(spark, args.events, args.from_ms, args.to_ms)
         write(spark, args.out, built, charts.span_text(args.from_ms, args.to_ms))

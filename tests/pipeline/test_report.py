@@ -9,7 +9,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import charts, report
+from pipeline import audit, charts, cli, report
 from tests.pipeline.conftest import Events, clean_log, last_json, write_events
 
 
@@ -314,3 +314,36 @@ def test_the_per_topic_table_fits_the_page_in_a_browser(
     assert scrolled <= shown, widths
     assert len(images) == len(charts.CHARTS), images
     assert all(images), images  # every chart loaded
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("job", "argv", "named"),
+    [
+        (report, ["--events", "s3a://bucket/events", "--out", "OUT"], "s3a://bucket/events"),
+        (report, ["--events", "EVENTS", "--out", "s3a://bucket/report"], "s3a://bucket/report"),
+        (audit, ["--events", "s3a://bucket/events"], "s3a://bucket/events"),
+    ],
+)
+def test_a_path_hadoop_cannot_open_is_one_line_and_exit_2(
+    spark: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    job: Any,
+    argv: list[str],
+    named: str,
+) -> None:
+    """A scheme passes the argument check (it is Hadoop's to open); when Hadoop has no
+    FileSystem for it (s3a without hadoop-aws on the classpath) the job says so in one
+    line naming the path, exit 2, before any work."""
+    events = write_events(tmp_path / "events", clean_log().rows)
+    paths = {"EVENTS": str(events), "OUT": str(tmp_path / "out")}
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(job.run, [paths.get(a, a) for a in argv])
+
+    assert exited.value.code == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {named}: "), err
+    assert err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()
