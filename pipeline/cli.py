@@ -130,7 +130,7 @@ def hadoop_path_errors(path: str) -> Iterator[None]:
     """A Hadoop FileSystem error about ``path`` (a scheme with no FileSystem on the
     classpath, a name node that does not answer, no permission) as a JobError: one line
     naming the path, exit 2."""
-    from py4j.protocol import Py4JJavaError
+    from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 
     try:
         yield

@@ -303,7 +303,7 @@ def test_the_per_topic_table_fits_the_page_in_a_browser(
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport=DESKTOP)
+            page = browser.new_page(viewport=DESKTOP)  # type: ignore[arg-type]
             page.goto((out / "report.html").as_uri())
             page.screenshot(path=str(out / "report-page.png"), full_page=True)
             widths = page.eval_on_selector(".table", "e => [e.scrollWidth, e.clientWidth]")
