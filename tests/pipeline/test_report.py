@@ -160,7 +160,7 @@ def test_the_report_shows_what_the_log_has(
     page = (out / "report.html").read_text()
     for _, title in charts.CHARTS:
         assert page.count(title) == 1, title  # the PNG's own title; the alt text
-    header = page.split("<thead><tr>", 1)[1].split("</tr>", 1)[0]
+    header = page.split("<thead><tr>", 1)[1].split("</tr>", 1)[0].replace("<wbr>", "")
     columns = pacsv.read_csv(out / "by_topic.csv").column_names
     assert header == "".join(f"<th>{name}</th>" for name in columns)
     assert {"rescheduled", "received", "acked", "lateness_p95_ms"} <= set(columns)
@@ -347,3 +347,23 @@ def test_a_path_hadoop_cannot_open_is_one_line_and_exit_2(
     assert err.startswith(f"error: {named}: "), err
     assert err.count("\n") == 1, err
     assert not (tmp_path / "out").exists()
+
+
+def test_an_over_time_chart_of_zeros_has_a_readable_axis() -> None:
+    """No retries at all: the y axis runs 0 to 1, not ±0.05 with every tick reading "0"."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    minutes = {0: {"retries": 0}, 60_000: {"retries": 0}}
+    axis = charts.Axis(0, 60_000, set())
+    fig = charts.over_time_figure(minutes, axis, [("retries", "retries", "red")], "t", "s")
+    try:
+        fig.canvas.draw()
+        (ax,) = fig.axes
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        assert ax.get_ylim() == (0, 1)
+        assert len(set(labels)) == len(labels), labels
+    finally:
+        plt.close(fig)
