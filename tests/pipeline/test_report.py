@@ -367,3 +367,38 @@ def test_an_over_time_chart_of_zeros_has_a_readable_axis() -> None:
         assert len(set(labels)) == len(labels), labels
     finally:
         plt.close(fig)
+
+
+def test_over_time_charts_line_up_and_mark_partial_minutes() -> None:
+    """Throughput (tens of thousands a minute) and retries (a handful) over the same
+    minutes: the same plot area and x range, so a minute is at one place in both; the
+    partial first minute has a band behind it and hollow points."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    minutes = {
+        m: {"delivered": 40_000 + m // 1000, "retries": 3} for m in range(0, 600_000, 60_000)
+    }
+    axis = charts.Axis(0, 540_000, {0})
+    figures = [
+        charts.over_time_figure(minutes, axis, [(key, key, "blue")], key, "")
+        for key in ("delivered", "retries")
+    ]
+    try:
+        for fig in figures:
+            fig.canvas.draw()
+        big, small = (fig.axes[0] for fig in figures)
+        assert big.get_position().bounds == small.get_position().bounds
+        assert big.get_xlim() == small.get_xlim()
+        for ax in (big, small):
+            bands = [p for p in ax.patches if p.get_facecolor()[:3] != (1.0, 1.0, 1.0)]
+            (band,) = bands
+            x0, x1 = band.get_x(), band.get_x() + band.get_width()
+            assert (x0, x1) == (0, 60_000 / 86_400_000)  # minute 0, in matplotlib's days
+            hollow = [line for line in ax.lines if line.get_markerfacecolor() == "white"]
+            assert len(hollow) == 1
+    finally:
+        for fig in figures:
+            plt.close(fig)
