@@ -45,6 +45,7 @@ CHARTS = (
 EARLY = -1
 MINUTE_MS = 60_000
 BLUE, GREEN, GREY, ORANGE, RED = "#2563eb", "#16a34a", "#9ca3af", "#ea580c", "#dc2626"
+PARTIAL = "#fef3c7"  # the band behind a partial minute (amber: "not a whole minute")
 
 
 def human_count(n: float | None) -> str:
@@ -166,6 +167,20 @@ def _over_time(
     title: str,
     subtitle: str,
 ) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = over_time_figure(minutes, axis, series, title, subtitle)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def over_time_figure(
+    minutes: dict[int, dict[str, int]],
+    axis: Axis,
+    series: list[tuple[str, str, str]],
+    title: str,
+    subtitle: str,
+) -> Any:
     """One line per series, a point per minute; every over-time chart gets the same
     x range and plot area (``axis``) so their minutes line up one above the other."""
     import matplotlib.dates as mdates
@@ -176,7 +191,7 @@ def _over_time(
     fig, ax = plt.subplots(figsize=(9, 4.2))
     fig.subplots_adjust(left=0.08, right=0.70, top=0.84, bottom=0.14)
     for m in sorted(axis.partial):
-        ax.axvspan(_date(m), _date(m + MINUTE_MS), color="#f3f4f6", zorder=0)
+        ax.axvspan(_date(m), _date(m + MINUTE_MS), color=PARTIAL, zorder=0)
     for key, label, color in series:
         ys = [minutes.get(m, {}).get(key, 0) for m in xs]
         ax.plot(
@@ -205,19 +220,21 @@ def _over_time(
             linestyle="none",
             marker="s",
             markersize=9,
-            color="#f3f4f6",
+            color=PARTIAL,
             label="partial minute (hollow points)",
         )
     _style(ax, title, subtitle, "messages per minute")
-    ax.set_ylim(bottom=0)
+    # All zeros (no retries at all) would leave matplotlib a range of ±0.05: ticks
+    # that all read "0". The axis then runs to 1.
+    highest = max((minutes.get(m, {}).get(key, 0) for m in xs for key, _, _ in series), default=0)
+    ax.set_ylim(bottom=0, top=None if highest else 1)
     ax.set_xlim(_date(axis.first), _date(axis.last + MINUTE_MS))
     locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
     ax.set_xlabel("time (UTC)")
     ax.legend(frameon=False, fontsize=9, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def _axis(
@@ -308,7 +325,9 @@ def _html(built: dict[str, Any], span: str) -> str:
     ]
     # The table has by_topic.csv's columns, in its order and under its names.
     by_topic = built["tables"]["by_topic"]
-    head = "".join(f"<th>{html.escape(name)}</th>" for name in by_topic.column_names)
+    head = "".join(
+        f"<th>{html.escape(name).replace('_', '_<wbr>')}</th>" for name in by_topic.column_names
+    )
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(_cell(k, v))}</td>" for k, v in row.items()) + "</tr>"
         for row in by_topic.to_pylist()
@@ -317,7 +336,7 @@ def _html(built: dict[str, Any], span: str) -> str:
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>rocktimer delivery report</title>
 <style>
-body {{ font: 15px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 1000px;
+body {{ font: 15px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 1200px;
        color: #111827; }}
 h1 {{ margin-bottom: .2rem; }} .span {{ color: #4b5563; margin-top: 0; }}
 .table {{ overflow-x: auto; }}
@@ -325,8 +344,10 @@ h1 {{ margin-bottom: .2rem; }} .span {{ color: #4b5563; margin-top: 0; }}
 .tile {{ border: 1px solid #e5e7eb; border-radius: 8px; padding: .6rem 1rem; min-width: 7rem; }}
 .tile b {{ display: block; font-size: 1.4rem; }} .tile span {{ color: #4b5563; font-size: .85rem; }}
 img {{ max-width: 100%; margin: .6rem 0 1.4rem; }}
-table {{ border-collapse: collapse; width: 100%; font-size: .9rem; }}
-th, td {{ padding: .35rem .6rem; border-bottom: 1px solid #e5e7eb; text-align: right; }}
+table {{ border-collapse: collapse; width: 100%; font-size: .8rem; }}
+th, td {{ padding: .3rem .25rem; border-bottom: 1px solid #e5e7eb; text-align: right; }}
+/* by_topic.csv's ~20 columns in the page's width: a name breaks after an underscore */
+th {{ vertical-align: bottom; font-size: .7rem; }} td {{ white-space: nowrap; }}
 th:first-child, td:first-child {{ text-align: left; }}
 </style></head><body>
 <h1>rocktimer delivery report</h1>

@@ -125,18 +125,38 @@ def session(master: str, app_name: str) -> Any:
     return spark
 
 
+@contextmanager
+def hadoop_path_errors(path: str) -> Iterator[None]:
+    """A Hadoop FileSystem error about ``path`` (a scheme with no FileSystem on the
+    classpath, a name node that does not answer, no permission) as a JobError: one line
+    naming the path, exit 2."""
+    from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+
+    try:
+        yield
+    except Py4JJavaError as exc:
+        raise JobError(f"{path}: {first_line(exc)}") from None
+
+
+def filesystem(spark: Any, path: str) -> tuple[Any, Any]:
+    """(Hadoop FileSystem, Path) for ``path``, the ones Spark reads and writes it with."""
+    jvm = spark.sparkContext._jvm
+    with hadoop_path_errors(path):
+        target = jvm.org.apache.hadoop.fs.Path(path)
+        return target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), target
+
+
 def write_file(spark: Any, path: str, data: bytes) -> None:
     """``data`` as the file ``path`` through Hadoop's FileSystem (the one Spark reads and
     writes with): the driver's disk only when ``path`` is local, created or replaced."""
-    jvm = spark.sparkContext._jvm
-    target = jvm.org.apache.hadoop.fs.Path(path)
-    fs = target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    fs.setWriteChecksum(False)  # no hidden .crc beside each file on a local disk
-    stream = fs.create(target, True)
-    try:
-        stream.write(bytearray(data))
-    finally:
-        stream.close()
+    fs, target = filesystem(spark, path)
+    with hadoop_path_errors(path):
+        fs.setWriteChecksum(False)  # no hidden .crc beside each file on a local disk
+        stream = fs.create(target, True)
+        try:
+            stream.write(bytearray(data))
+        finally:
+            stream.close()
 
 
 @contextmanager

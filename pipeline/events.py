@@ -55,15 +55,14 @@ def time_range(parser: cli.ArgumentParser) -> None:
 def event_dirs(spark: Any, path: str) -> list[str]:
     """The event logs ``path`` holds, through Hadoop's file system (any scheme): a data
     dir's ``events/`` and each ``p<k>/events/``; else ``path`` itself, an events directory."""
-    jvm = spark.sparkContext._jvm
-    hadoop_path = jvm.org.apache.hadoop.fs.Path
-    base = hadoop_path(path)
-    fs = base.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    hadoop_path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path
+    fs, base = cli.filesystem(spark, path)
     found = []
-    single = hadoop_path(base, EVENTS_DIR)
-    if fs.isDirectory(single):
-        found.append(single.toString())
-    for status in fs.globStatus(hadoop_path(base, PARTITION_EVENTS_GLOB)) or []:
-        if status.isDirectory():
-            found.append(status.getPath().toString())
+    with cli.hadoop_path_errors(path):
+        single = hadoop_path(base, EVENTS_DIR)
+        if fs.isDirectory(single):
+            found.append(single.toString())
+        for status in fs.globStatus(hadoop_path(base, PARTITION_EVENTS_GLOB)) or []:
+            if status.isDirectory():
+                found.append(status.getPath().toString())
     return found or [path]

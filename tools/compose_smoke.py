@@ -104,6 +104,16 @@ def base_image(wanted: str | None) -> str:
     )
 
 
+DATA_DIR = "/data"  # the service's data dir in its container (the volume)
+
+
+def find_segments(data_dir: str) -> list[str]:
+    """A find(1) command line printing the sealed event segments of ``data_dir``: its
+    ``events/`` with one worker, each partition's ``p<k>/events/`` with several (the
+    image starts one worker per CPU); a segment still being written has a hidden name."""
+    return ["find", data_dir, "-path", "*/events/*", "-name", "part-*.parquet"]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -216,12 +226,12 @@ class Stack(Endpoint):
         return int(run(["docker", "image", "inspect", "-f", "{{.Size}}", tag]).stdout) / 1e6
 
     def wait_for_events(self, timeout_s: float = 60) -> None:
-        """Until the service's exporter has sealed a Parquet segment under /data/events."""
+        """Until the service's exporter has sealed a Parquet segment in the data dir."""
         deadline = time.monotonic() + timeout_s
-        find = ["docker", "exec", self.container(), "find", "/data/events", "-name", "*.parquet"]
+        find = ["docker", "exec", self.container(), *find_segments(DATA_DIR)]
         while not run(find).stdout.strip():
             if time.monotonic() > deadline:
-                raise Failed(f"no event segment under /data/events after {timeout_s:.0f} s")
+                raise Failed(f"no event segment under {DATA_DIR} after {timeout_s:.0f} s")
             time.sleep(1)
 
     def down(self, volumes: bool) -> None:

@@ -73,3 +73,25 @@ def test_what_is_missing_is_one_line_with_how_to_get_it(
 
 def test_the_base_image_script_it_names_is_there() -> None:
     assert (ROOT / "tools" / "make-base-image").stat().st_mode & 0o111
+
+
+@pytest.mark.parametrize(
+    "segment",
+    ["events/date=2026-11-27/part-1-9.parquet", "p1/events/date=2026-11-27/part-1-9.parquet"],
+)
+def test_the_smoke_finds_sealed_segments_of_one_worker_or_several(
+    tmp_path: Path, segment: str
+) -> None:
+    """The container starts one worker per CPU: its segments are under p<k>/events/ then."""
+    from tools.compose_smoke import find_segments
+
+    data = tmp_path / "data"
+    (data / segment).parent.mkdir(parents=True)
+    (data / segment).parent.joinpath(".part-10-19.parquet").write_bytes(b"half written")
+    hidden = subprocess.run(find_segments(str(data)), capture_output=True, text=True, check=True)
+    assert hidden.stdout == ""
+    (data / segment).write_bytes(b"PAR1")
+
+    found = subprocess.run(find_segments(str(data)), capture_output=True, text=True, check=True)
+
+    assert found.stdout.split() == [str(data / segment)]

@@ -32,7 +32,7 @@ def _job(*argv: str) -> dict[str, object]:
 
 
 @pytest.mark.slow
-def test_bulk_load_and_report_on_a_local_cluster(
+def test_bulk_load_report_and_audit_on_a_local_cluster(
     service: Server, topic: str, tmp_path: Path
 ) -> None:
     rows = [
@@ -66,3 +66,6 @@ def test_bulk_load_and_report_on_a_local_cluster(
     assert (summary["events"], summary["delivered"]) == (20, 5)
     assert pq.read_table(out / "by_topic.parquet").num_rows == 2
     assert (out / "report.html").exists()
+
+    audited = _job("pipeline.audit", "--events", f"file://{events}")
+    assert audited == {"messages": 6, "findings": 0, "by_kind": {}}

@@ -9,7 +9,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import charts, report
+from pipeline import audit, charts, cli, report
 from tests.pipeline.conftest import Events, clean_log, last_json, write_events
 
 
@@ -160,7 +160,7 @@ def test_the_report_shows_what_the_log_has(
     page = (out / "report.html").read_text()
     for _, title in charts.CHARTS:
         assert page.count(title) == 1, title  # the PNG's own title; the alt text
-    header = page.split("<thead><tr>", 1)[1].split("</tr>", 1)[0]
+    header = page.split("<thead><tr>", 1)[1].split("</tr>", 1)[0].replace("<wbr>", "")
     columns = pacsv.read_csv(out / "by_topic.csv").column_names
     assert header == "".join(f"<th>{name}</th>" for name in columns)
     assert {"rescheduled", "received", "acked", "lateness_p95_ms"} <= set(columns)
@@ -219,3 +219,186 @@ def test_a_data_dir_reports_every_partition(
 
     summary = last_json(capsys.readouterr().out)
     assert (summary["events"], summary["topics"], summary["delivered"]) == (20, 2, 5)
+
+
+@pytest.mark.slow
+def test_percentiles_are_the_exact_nearest_rank_on_many_values(spark: Any, tmp_path: Path) -> None:
+    """200 000 deliveries late by 1 .. 200 000 ms, in shuffled order: p50 is the value at
+    rank 100 000, p95 at 190 000, p99 at 198 000, exactly (a sketch's rank error grows
+    with n); each acked after as long as it was late."""
+    import random
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from storage.event_table import SCHEMA
+
+    n = 200_000
+    late = list(range(1, n + 1))
+    random.Random(3).shuffle(late)
+    due = [1_000_000 + i for i in range(n)]
+    delivered = [d + x for d, x in zip(due, late, strict=True)]
+    ids = [f"m{i}" for i in range(n)]
+
+    def kind(name: str, at: list[int], group: str | None) -> pa.Table:
+        return pa.table(
+            {
+                "event_time_ms": at,
+                "kind": [name] * n,
+                "topic": ["t"] * n,
+                "msg_id": ids,
+                "group": pa.array([group] * n, pa.string()),
+                "deliver_at_ms": due,
+                "created_at_ms": [0] * n,
+            }
+        )
+
+    table = pa.concat_tables(
+        [
+            kind("delivered", delivered, None),
+            kind("acked", [d + x for d, x in zip(delivered, late, strict=True)], "g"),
+        ]
+    )
+    table = table.append_column("seq", pa.array(range(1, 2 * n + 1), pa.int64()))
+    columns = {name: table[name] if name in table.column_names else None for name in SCHEMA.names}
+    segment = tmp_path / "events" / "date=1970-01-01" / f"part-1-{2 * n}.parquet"
+    segment.parent.mkdir(parents=True)
+    pq.write_table(
+        pa.table(
+            {
+                name: column if column is not None else pa.nulls(2 * n, SCHEMA.field(name).type)
+                for name, column in columns.items()
+            },
+            schema=SCHEMA,
+        ),
+        segment,
+    )
+
+    built = report.build(spark, str(tmp_path / "events"), None, None)
+
+    (t,) = built["tables"]["by_topic"].to_pylist()
+    assert (t["lateness_p50_ms"], t["lateness_p95_ms"], t["lateness_p99_ms"]) == (
+        100_000,
+        190_000,
+        198_000,
+    )
+    assert (t["ack_p50_ms"], t["ack_p95_ms"], t["ack_max_ms"]) == (100_000, 190_000, n)
+    assert built["overall"]["lateness_p99_ms"] == 198_000
+
+
+@pytest.mark.slow
+def test_the_per_topic_table_fits_the_page_in_a_browser(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """report.html in headless Chromium at a desktop width: the table with every column of
+    by_topic.csv is readable without scrolling sideways (a screenshot is left beside it)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.console.conftest import CHROMIUM, CHROMIUM_ARGS, DESKTOP
+
+    events = write_events(tmp_path / "events", clean_log().rows)
+    out = tmp_path / "report"
+    assert report.run(["--events", str(events), "--out", str(out)]) == 0
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport=DESKTOP)  # type: ignore[arg-type]
+            page.goto((out / "report.html").as_uri())
+            page.screenshot(path=str(out / "report-page.png"), full_page=True)
+            widths = page.eval_on_selector(".table", "e => [e.scrollWidth, e.clientWidth]")
+            images = page.eval_on_selector_all("img", "es => es.map(e => e.naturalWidth)")
+        finally:
+            browser.close()
+    scrolled, shown = widths
+    assert scrolled <= shown, widths
+    assert len(images) == len(charts.CHARTS), images
+    assert all(images), images  # every chart loaded
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("job", "argv", "named"),
+    [
+        (report, ["--events", "s3a://bucket/events", "--out", "OUT"], "s3a://bucket/events"),
+        (report, ["--events", "EVENTS", "--out", "s3a://bucket/report"], "s3a://bucket/report"),
+        (audit, ["--events", "s3a://bucket/events"], "s3a://bucket/events"),
+    ],
+)
+def test_a_path_hadoop_cannot_open_is_one_line_and_exit_2(
+    spark: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    job: Any,
+    argv: list[str],
+    named: str,
+) -> None:
+    """A scheme passes the argument check (it is Hadoop's to open); when Hadoop has no
+    FileSystem for it (s3a without hadoop-aws on the classpath) the job says so in one
+    line naming the path, exit 2, before any work."""
+    events = write_events(tmp_path / "events", clean_log().rows)
+    paths = {"EVENTS": str(events), "OUT": str(tmp_path / "out")}
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(job.run, [paths.get(a, a) for a in argv])
+
+    assert exited.value.code == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {named}: "), err
+    assert err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_over_time_chart_of_zeros_has_a_readable_axis() -> None:
+    """No retries at all: the y axis runs 0 to 1, not ±0.05 with every tick reading "0"."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    minutes = {0: {"retries": 0}, 60_000: {"retries": 0}}
+    axis = charts.Axis(0, 60_000, set())
+    fig = charts.over_time_figure(minutes, axis, [("retries", "retries", "red")], "t", "s")
+    try:
+        fig.canvas.draw()
+        (ax,) = fig.axes
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        assert ax.get_ylim() == (0, 1)
+        assert len(set(labels)) == len(labels), labels
+    finally:
+        plt.close(fig)
+
+
+def test_over_time_charts_line_up_and_mark_partial_minutes() -> None:
+    """Throughput (tens of thousands a minute) and retries (a handful) over the same
+    minutes: the same plot area and x range, so a minute is at one place in both; the
+    partial first minute has a band behind it and hollow points."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    minutes = {
+        m: {"delivered": 40_000 + m // 1000, "retries": 3} for m in range(0, 600_000, 60_000)
+    }
+    axis = charts.Axis(0, 540_000, {0})
+    figures = [
+        charts.over_time_figure(minutes, axis, [(key, key, "blue")], key, "")
+        for key in ("delivered", "retries")
+    ]
+    try:
+        for fig in figures:
+            fig.canvas.draw()
+        big, small = (fig.axes[0] for fig in figures)
+        assert big.get_position().bounds == small.get_position().bounds
+        assert big.get_xlim() == small.get_xlim()
+        for ax in (big, small):
+            bands = [p for p in ax.patches if p.get_facecolor()[:3] != (1.0, 1.0, 1.0)]
+            (band,) = bands
+            x0, x1 = band.get_x(), band.get_x() + band.get_width()
+            assert (x0, x1) == (0, 60_000 / 86_400_000)  # minute 0, in matplotlib's days
+            hollow = [line for line in ax.lines if line.get_markerfacecolor() == "white"]
+            assert len(hollow) == 1
+    finally:
+        for fig in figures:
+            plt.close(fig)
