@@ -51,13 +51,18 @@ def assert_unavailable(response: httpx.Response) -> None:
     assert UNAVAILABLE in response.json()["detail"]
 
 
-def balanced(cluster: Cluster) -> dict[int, Any]:
-    def check() -> dict[int, Any] | None:
-        owners = cluster.wait_served()
-        counts = Counter(o.node for o in owners.values())
-        return owners if sorted(counts.values()) == [2, 2, 2] else None
+def balanced(cluster: Cluster, among: list[Node] | None = None) -> dict[int, Any]:
+    """Until the partitions are served evenly by ``among`` (default: every node): a node
+    that started alone takes every partition and hands the others their share after."""
+    nodes = among if among is not None else cluster.nodes
+    share = cluster.partitions // len(nodes)
 
-    return wait_until("2 partitions on each node", check, BALANCED_S, 0.2)
+    def check() -> dict[int, Any] | None:
+        owners = cluster.wait_served(among=among)
+        counts = Counter(o.node for o in owners.values())
+        return owners if sorted(counts.values()) == [share] * len(nodes) else None
+
+    return wait_until(f"{share} partitions on each node", check, BALANCED_S, 0.2)
 
 
 def check_gathered(cluster: Cluster, node: Node, owners: dict[int, Any], topics: list[str]) -> None:
@@ -299,7 +304,7 @@ def test_a_node_that_joins_is_handed_its_share_with_the_data(tmp_path: Any) -> N
             node.spawn()
         for node in (first, second):
             cluster.wait_node(node)
-        owners = cluster.wait_served(among=[first, second])
+        owners = balanced(cluster, among=[first, second])  # no hand-over still going on
         topics = {k: cluster.topic_in(k, "joined") for k in range(cluster.partitions)}
         before = {}
         for k, topic in topics.items():
