@@ -79,7 +79,8 @@ def nearest_rank(
 
 def _figures(F: Any, c: Any, keys: list[str]) -> Any:
     """Counts per kind, retries (receives after the first), early deliveries and the
-    lateness p50/p95/p99/max per ``keys``, from the compact table."""
+    lateness p50/p95/p99/max per ``keys`` (at least one: the totals group by a constant),
+    from the compact table."""
     counts = c.groupBy(*keys).agg(
         *[F.sum(k).alias(k) for k in COUNTED],
         F.sum(F.when(F.col("attempt") > 1, F.col("received")).otherwise(0)).alias("retries"),
@@ -89,7 +90,7 @@ def _figures(F: Any, c: Any, keys: list[str]) -> Any:
         c.where(F.col("late").isNotNull()).groupBy(*keys, "late").agg(F.sum("delivered").alias("n"))
     )
     pct = nearest_rank(F, late, keys, "late", "n", LATENESS_PERCENTILES, "lateness")
-    return counts.join(pct, keys, "left") if keys else counts.crossJoin(pct)
+    return counts.join(pct, keys, "left")
 
 
 def _ack_times(F: Any, ev: Any) -> Any:
