@@ -26,6 +26,7 @@ from workers.engine import Engine
 LEASE_MS = 1500
 SENDING_S = 1.5  # the owner sends for this long before it is killed or paused
 TAKE_OVER_S = 20.0
+ENOUGH = 50  # answered sends before the owner is killed: the take-over must hold them all
 
 
 class OwnerProcess:
@@ -65,6 +66,13 @@ class OwnerProcess:
 
     def owns(self) -> bool:
         return any(line.startswith("owner ") for line in self.lines)
+
+    def said_all(self) -> None:
+        """Once the process is gone: until every line it wrote is read (the pipe may still
+        hold answers it printed just before it died)."""
+        self.proc.wait(10)
+        self._reader.join(10)
+        assert not self._reader.is_alive(), "the owner's output was not read to its end"
 
     def signal(self, sig: signal.Signals) -> None:
         os.kill(self.proc.pid, sig)
@@ -125,14 +133,16 @@ def open_engine(replica: Replica) -> Engine:
 
 def test_replica_owner_killed_loses_nothing_answered(owner: OwnerProcess, standby: Replica) -> None:
     start_sending(owner)
+    # A loaded machine answers fewer sends in SENDING_S: kill once enough were answered.
+    wait_until(lambda: len(owner.answered()) > ENOUGH, TAKE_OVER_S, f"{ENOUGH} sends answered")
     owner.signal(signal.SIGKILL)
-    owner.proc.wait(10)
+    owner.said_all()
     answered = owner.answered()
     started = time.monotonic()
     engine = open_engine(standby)
     try:
         took = time.monotonic() - started
-        assert len(answered) > 50
+        assert len(answered) > ENOUGH
         assert missing(engine, answered) == []
         assert took < 10.0, f"take-over took {took:.1f} s"
     finally:
