@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.cluster.view import HANDOVER_LEASES
 from tests.support.cluster import Cluster, Node
 from tests.support.nats import wait_until
 
@@ -51,9 +52,12 @@ def assert_unavailable(response: httpx.Response) -> None:
     assert UNAVAILABLE in response.json()["detail"]
 
 
-def balanced(cluster: Cluster, among: list[Node] | None = None) -> dict[int, Any]:
+def balanced(
+    cluster: Cluster, among: list[Node] | None = None, lease_s: float = 4.0
+) -> dict[int, Any]:
     """Until the partitions are served evenly by ``among`` (default: every node): a node
-    that started alone takes every partition and hands the others their share after."""
+    that started alone takes every partition and hands the others their share after, once
+    they were alive HANDOVER_LEASES leases (``lease_s``: ROCKTIMER_LEASE_MS, its default)."""
     nodes = among if among is not None else cluster.nodes
     share = cluster.partitions // len(nodes)
 
@@ -62,7 +66,8 @@ def balanced(cluster: Cluster, among: list[Node] | None = None) -> dict[int, Any
         counts = Counter(o.node for o in owners.values())
         return owners if sorted(counts.values()) == [share] * len(nodes) else None
 
-    return wait_until(f"{share} partitions on each node", check, BALANCED_S, 0.2)
+    timeout_s = BALANCED_S + HANDOVER_LEASES * lease_s
+    return wait_until(f"{share} partitions on each node", check, timeout_s, 0.2)
 
 
 def check_gathered(cluster: Cluster, node: Node, owners: dict[int, Any], topics: list[str]) -> None:
@@ -345,7 +350,9 @@ def test_a_stopped_node_hands_its_partitions_over_without_waiting_for_its_lease(
     others serve its partitions well before its (long) lease would have run out."""
     lease_s = 10.0
     cluster = make_cluster(ROCKTIMER_LEASE_MS=str(int(lease_s * 1000)))
-    owners = cluster.wait_owned()
+    # Not while a node that started first still hands the others their share: it would be
+    # stopped holding more partitions than its own, some of them moving already.
+    owners = balanced(cluster, lease_s=lease_s)
     victim = cluster.node(owners[0].node)
     mine = sorted(k for k, o in owners.items() if o.node == victim.node_id)
     entry = cluster.others(victim)[0]
