@@ -9,12 +9,15 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import nats.js.errors
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.cluster.replica import Bus, Replica
+from app.cluster.replica.bus import subject
 from app.metrics import RequestTimes, registry_for
 from app.push.pusher import Pusher
 from storage.errors import PartitionUnavailable, StorageError
@@ -155,6 +158,52 @@ def test_replica_a_fenced_owner_is_refused_and_rebuilds(
     assert standby.wait_applied(new_changelog.last, 20.0)
     assert standby.store.get(CF.META, b"stale") is None
     assert has(new, "after")
+
+
+@pytest.mark.parametrize(
+    "err_code",
+    [
+        10164,  # the leader cannot check yet: the record before is still in process there
+        10071,  # a leader just elected that has not applied the owner's last record yet
+    ],
+)
+def test_replica_a_refusal_while_the_owners_record_is_still_last_is_tried_again(
+    nodes: list[Node],
+    loop: Loop,
+    nats_cluster: NatsCluster,
+    bus: Bus,
+    monkeypatch: pytest.MonkeyPatch,
+    err_code: int,
+) -> None:
+    """The stream's leader refuses an append as it does in the moment it cannot check the
+    expected last seq; nobody appended after the owner's record, so this is no fence: the
+    owner appends it again, goes on serving, and is not deposed."""
+    a, _ = nodes
+    engine = a.own()
+    loop.run(engine.send(record("before")))
+    changelog = a.replica.changelog
+    assert changelog is not None
+    publish = bus.js.publish
+    refused: list[str] = []
+
+    async def refusing_once(subj: str, payload: bytes = b"", **kwargs: Any) -> Any:
+        if subj == subject(K) and not refused:
+            refused.append(kwargs["headers"]["Nats-Expected-Last-Subject-Sequence"])
+            raise nats.js.errors.BadRequestError(
+                code=400, err_code=err_code, description="wrong last sequence"
+            )
+        return await publish(subj, payload, **kwargs)
+
+    monkeypatch.setattr(bus.js, "publish", refusing_once)
+    assert loop.run(engine.send(record("after"))).created
+    assert len(refused) == 1
+    assert int(refused[0]) < changelog.last  # appended after all
+    assert changelog.deposed is None
+    assert a.deposed == []
+    assert a.replica.serving
+    loop.run(engine.send(record("later")))
+    assert {r.node for r in changelog_records(nats_cluster.urls, K)} == {"a"}
+    assert has(engine, "after")
 
 
 def test_replica_a_send_is_answered_once_its_record_is_acknowledged(

@@ -76,7 +76,13 @@ async def publish(
 ) -> int | None:
     """Append one record after ``expected``; its seq, or None if refused (another record is
     there: deposed). Retried, same msg id, until NATS answers or ``give_up()``
-    (then PartitionUnavailable). ``writer``: this node's id and its epoch (headers)."""
+    (then PartitionUnavailable). ``writer``: this node's id and its epoch (headers).
+
+    A refusal is believed only once the subject is seen to hold a record after
+    ``expected``. The stream's leader also refuses while it cannot tell: the record before
+    is still in process there (its ack goes out a moment before the leader clears that),
+    or a leader just elected has not applied the last records yet. Taken for a fence, such
+    a refusal would depose an owner nobody replaced."""
     headers = {
         Header.MSG_ID.value: msg_id,
         Header.EXPECTED_LAST_SUBJECT_SEQUENCE.value: str(expected),
@@ -92,7 +98,7 @@ async def publish(
             )
             return int(ack.seq)
         except nats.js.errors.APIError as exc:
-            if exc.err_code in WRONG_LAST_SEQUENCE:
+            if exc.err_code in WRONG_LAST_SEQUENCE and await _moved_on(bus, k, expected):
                 return None
             failure: object = exc
         except Exception as exc:  # timeouts, no responders, reconnecting
@@ -103,6 +109,16 @@ async def publish(
         if give_up():
             raise PartitionUnavailable(DEPOSED.format(k=k))
         await asyncio.sleep(RETRY_S)
+
+
+async def _moved_on(bus: Bus, k: int, expected: int) -> bool:
+    """Whether the subject holds a record after ``expected`` (its leader says so); not
+    known (NATS not answering) counts as not yet: the append is tried again."""
+    try:
+        return await last_seq(bus, k) > expected
+    except Exception as exc:
+        log.warning("p%d: the changelog's last seq not answered (%s)", k, exc or type(exc))
+        return False
 
 
 class Lease:
