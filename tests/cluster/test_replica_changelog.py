@@ -164,7 +164,7 @@ def test_replica_a_fenced_owner_is_refused_and_rebuilds(
     "err_code",
     [
         10164,  # the leader cannot check yet: the record before is still in process there
-        10071,  # a leader just elected that has not applied the owner's last record yet
+        10071,  # a mismatch said in so many words: still checked against the subject
     ],
 )
 def test_replica_a_refusal_while_the_owners_record_is_still_last_is_tried_again(

@@ -79,10 +79,10 @@ async def publish(
     (then PartitionUnavailable). ``writer``: this node's id and its epoch (headers).
 
     A refusal is believed only once the subject is seen to hold a record after
-    ``expected``. The stream's leader also refuses while it cannot tell: the record before
-    is still in process there (its ack goes out a moment before the leader clears that),
-    or a leader just elected has not applied the last records yet. Taken for a fence, such
-    a refusal would depose an owner nobody replaced."""
+    ``expected``. The stream's leader also refuses an append it cannot check yet (10164)
+    while the record before is still in process there: it sends that record's ack a
+    moment before it clears the mark, so the next append can arrive in between. Taken for
+    a fence, such a refusal would depose an owner nobody replaced."""
     headers = {
         Header.MSG_ID.value: msg_id,
         Header.EXPECTED_LAST_SUBJECT_SEQUENCE.value: str(expected),
