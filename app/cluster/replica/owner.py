@@ -99,6 +99,7 @@ async def publish(
             return int(ack.seq)
         except nats.js.errors.APIError as exc:
             if exc.err_code in WRONG_LAST_SEQUENCE and await _moved_on(bus, k, expected):
+                log.warning("changelog append to p%d after seq %d refused: %s", k, expected, exc)
                 return None
             failure: object = exc
         except Exception as exc:  # timeouts, no responders, reconnecting
