@@ -24,6 +24,17 @@ delivery round is also profiled (``py-spy record``, tests/support/process.py).
     python -m bench.deliver --env ROCKTIMER_WORKERS=2
     python -m bench.deliver . . --env-b ROCKTIMER_MOVE_PACE_MS=5   # one build, two settings
     python -m bench.deliver --rates 2500,5000,10000,20000 --rounds 2   # a message / a batch
+    python -m bench.deliver --in-process            # each step's CPU on one thread
+
+``--in-process``: no server, no HTTP, no thread hand-off but the syncer's: an Engine on a
+temp dir and a fake clock, and one thread that plays the scanner (scan, move, the parked
+receive served in the move's batch, its commit: Deliverer.move_here), the consumer's ack
+and its next long poll, round after round, ``k`` timers falling due a round, for several
+``k``; each step's CPU is that thread's own (``time.thread_time``), the other threads'
+(the syncer's fsyncs and replies) is the process's rest. Single-thread CPU barely moves
+with a busy machine, so this split holds where the server figure is noisy: what a step
+costs a message and a batch (least squares over the ``k``), beside a batch send of 1000
+in the same process.
 """
 
 from __future__ import annotations
@@ -49,7 +60,13 @@ from typing import Any
 from bench import batch, consumer, lateness, loader, redis_alt, report, stream
 from bench.client import Client, run
 from bench.stats import Spread, spread
+from storage import keys
+from storage.records import MessageRecord
+from storage.store import CF
 from tests.support import process
+from workers.clock import FakeClock
+from workers.engine import Engine, EngineConfig
+from workers.scanner import Chunk
 
 RATE_PER_S = lateness.RATE_PER_S
 SECONDS = 4.0  # a delivery round's due window
@@ -524,6 +541,122 @@ def run_figure(*, seconds: float = SECONDS, rounds: int = ROUNDS) -> list[report
     return rows(sides, _redis(RATE_PER_S, seconds))
 
 
+# --- in process: each step's CPU on one thread --------------------------------------------
+
+IN_PROCESS_SIZES = (1, 10, 50)  # timers falling due a round (a move, its receive, its ack)
+IN_PROCESS_ROUNDS = 300
+IN_PROCESS_STEPS = ("move", "ack", "park", "other threads")
+PACE_MS = 2  # the fake clock's step a round (the scanner's MOVE_PACE_MS)
+
+
+@dataclass(slots=True)
+class Steps:
+    """CPU µs a round of ``size`` messages, by step (IN_PROCESS_STEPS)."""
+
+    size: int
+    us: dict[str, float]
+
+    @property
+    def total(self) -> float:
+        return sum(self.us.values())
+
+
+def _in_process_record(msg_id: str, due_ms: int) -> MessageRecord:
+    return MessageRecord("t", msg_id, due_ms, 0, lateness.BODY.encode())
+
+
+async def _steps(data_dir: str, size: int, rounds: int) -> Steps:
+    clock = FakeClock()
+    engine = Engine(EngineConfig(data_dir=data_dir), clock)
+    engine.writer.start()  # and its syncer; this thread is the scanner and the consumer
+    try:
+        first = clock.now_ms() + 10_000
+        recs = [
+            _in_process_record(f"m{i}", first + i // size * PACE_MS) for i in range(size * rounds)
+        ]
+        for i in range(0, len(recs), 1000):
+            await engine.send_batch(recs[i : i + 1000])
+        clock.advance(10_000 - PACE_MS)
+        cursor, cpu = b"", dict.fromkeys(IN_PROCESS_STEPS, 0.0)
+        for _ in range(rounds):
+            process_before, started = time.process_time(), time.thread_time()
+            waiting = asyncio.ensure_future(engine.receive("t", "g", 1000, 60_000, 30_000))
+            await asyncio.sleep(0)  # its look finds nothing: it parks
+            parked = time.thread_time()
+            clock.advance(PACE_MS)
+            bound = keys.due_bound(engine.writer.scan_horizon() + 1)
+            found = Chunk(
+                engine.store.scan(CF.TIMERS, cursor, bound, 2_000), engine.writer.cancels_committed
+            )
+            cursor = bound
+            if not engine.deliverer.move_here(found, lambda: False):
+                raise RuntimeError("the in-process move did not happen")
+            got = await waiting
+            moved = time.thread_time()
+            if len(got) != size:
+                raise RuntimeError(f"the move served {len(got)} of {size} messages")
+            acked = await engine.ack("t", "g", [one.receipt for one in got])
+            if acked != ["acked"] * size:
+                raise RuntimeError(f"the ack answered {acked}")
+            done = time.thread_time()
+            cpu["park"] += parked - started
+            cpu["move"] += moved - parked
+            cpu["ack"] += done - moved
+            cpu["other threads"] += (time.process_time() - process_before) - (done - started)
+        return Steps(size, {step: s / rounds * 1e6 for step, s in cpu.items()})
+    finally:
+        engine.writer.stop()
+        engine.store.close()
+
+
+async def _batch_send_in_process(data_dir: str, batches: int) -> float:
+    """CPU µs a message of batch sends of 1000 one-hour timers, the process's (the syncer's
+    fsyncs included)."""
+    clock = FakeClock()
+    engine = Engine(EngineConfig(data_dir=data_dir), clock)
+    engine.writer.start()
+    try:
+        due = clock.now_ms() + batch.DELAY_MS
+        before = time.process_time()
+        for b in range(batches):
+            await engine.send_batch([_in_process_record(f"b{b}-{i}", due) for i in range(1000)])
+        return (time.process_time() - before) / (batches * 1000) * 1e6
+    finally:
+        engine.writer.stop()
+        engine.store.close()
+
+
+def in_process(
+    sizes: tuple[int, ...] = IN_PROCESS_SIZES, rounds: int = IN_PROCESS_ROUNDS
+) -> tuple[list[Steps], float]:
+    """Each size's Steps (sizes alternating with the batch sends, each in a fresh store),
+    and a batch send's CPU a message."""
+    out, sends = [], []
+    with tempfile.TemporaryDirectory(prefix="rocktimer-bench-deliver-") as tmp:
+        for i, size in enumerate(sizes):
+            out.append(asyncio.run(_steps(f"{tmp}/steps-{i}", size, rounds)))
+            sends.append(asyncio.run(_batch_send_in_process(f"{tmp}/send-{i}", 5)))
+    return out, statistics.median(sends)
+
+
+def in_process_lines(steps: list[Steps], send_us: float) -> list[str]:
+    lines = [f"in process: a batch send of 1000 {send_us:.1f} µs CPU a message"]
+    for s in steps:
+        parts = ", ".join(f"{step} {us:.0f}" for step, us in s.us.items())
+        lines.append(
+            f"  {s.size} a round: {s.total:.0f} µs ({parts}); a message {s.total / s.size:.1f} µs "
+            f"= x{_ratio(s.total / s.size, send_us):.1f} a batch send"
+        )
+    for step in (*IN_PROCESS_STEPS, "all"):
+        points = [  # (batches a message, µs a message): one batch of each step a round
+            (1 / s.size, (s.total if step == "all" else s.us[step]) / s.size) for s in steps
+        ]
+        split = split_cost(points)
+        if split is not None:
+            lines.append(f"  {step}: ~ {split[0]:.1f} µs a message + {split[1]:.0f} µs a round")
+    return lines
+
+
 def _env(pairs: list[str]) -> dict[str, str]:
     out = {}
     for pair in pairs:
@@ -555,7 +688,15 @@ def main() -> None:
     )
     parser.add_argument("--kinds", default=",".join(KINDS), help="stream,poll")
     parser.add_argument("--redis", action="store_true", help="the Redis poller's lateness after")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="no server: each step's CPU on one thread, a message and a round",
+    )
     args = parser.parse_args()
+    if args.in_process:
+        print("\n".join(in_process_lines(*in_process(rounds=args.rounds * 100))))
+        return
     trees = args.trees or [process.ROOT]
     if len(trees) > 2:
         raise SystemExit("bench.deliver: at most two trees")
