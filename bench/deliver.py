@@ -24,7 +24,7 @@ delivery round is also profiled (``py-spy record``, tests/support/process.py).
     python -m bench.deliver --env ROCKTIMER_WORKERS=2
     python -m bench.deliver . . --env-b ROCKTIMER_MOVE_PACE_MS=5   # one build, two settings
     python -m bench.deliver --rates 2500,5000,10000,20000 --rounds 2   # a message / a batch
-    python -m bench.deliver --in-process            # each step's CPU on one thread
+    python -m bench.deliver --in-process --rounds 2 # each step's CPU on one thread, 200 rounds a k
 
 ``--in-process``: no server, no HTTP, no thread hand-off but the syncer's: an Engine on a
 temp dir and a fake clock, and one thread that plays the scanner (scan, move, the parked
@@ -543,8 +543,8 @@ def run_figure(*, seconds: float = SECONDS, rounds: int = ROUNDS) -> list[report
 
 # --- in process: each step's CPU on one thread --------------------------------------------
 
-IN_PROCESS_SIZES = (1, 10, 50)  # timers falling due a round (a move, its receive, its ack)
-IN_PROCESS_ROUNDS = 300
+IN_PROCESS_SIZES = (2, 5, 10, 25, 50, 100)  # timers due a round (a move, its receive, its ack)
+IN_PROCESS_ROUNDS = 200
 IN_PROCESS_STEPS = ("move", "ack", "park", "other threads")
 PACE_MS = 2  # the fake clock's step a round (the scanner's MOVE_PACE_MS)
 
@@ -691,7 +691,8 @@ def main() -> None:
     parser.add_argument(
         "--in-process",
         action="store_true",
-        help="no server: each step's CPU on one thread, a message and a round",
+        help="no server: each step's CPU on one thread, a message and a round "
+        "(--rounds x 100 rounds for each number of messages a round)",
     )
     args = parser.parse_args()
     if args.in_process:
