@@ -630,12 +630,12 @@ def in_process(
     sizes: tuple[int, ...] = IN_PROCESS_SIZES, rounds: int = IN_PROCESS_ROUNDS
 ) -> tuple[list[Steps], float]:
     """Each size's Steps (sizes alternating with the batch sends, each in a fresh store),
-    and a batch send's CPU a message."""
+    and a batch send's CPU a message; on uvloop, as the server."""
     out, sends = [], []
     with tempfile.TemporaryDirectory(prefix="rocktimer-bench-deliver-") as tmp:
         for i, size in enumerate(sizes):
-            out.append(asyncio.run(_steps(f"{tmp}/steps-{i}", size, rounds)))
-            sends.append(asyncio.run(_batch_send_in_process(f"{tmp}/send-{i}", 5)))
+            out.append(run(partial(_steps, f"{tmp}/steps-{i}", size, rounds)))
+            sends.append(run(partial(_batch_send_in_process, f"{tmp}/send-{i}", 5)))
     return out, statistics.median(sends)
 
 
