@@ -30,11 +30,13 @@ delivery round is also profiled (``py-spy record``, tests/support/process.py).
 temp dir and a fake clock, and one thread that plays the scanner (scan, move, the parked
 receive served in the move's batch, its commit: Deliverer.move_here), the consumer's ack
 and its next long poll, round after round, ``k`` timers falling due a round, for several
-``k``; each step's CPU is that thread's own (``time.thread_time``), the other threads'
-(the syncer's fsyncs and replies) is the process's rest. Single-thread CPU barely moves
-with a busy machine, so this split holds where the server figure is noisy: what a step
-costs a message and a batch (least squares over the ``k``), beside a batch send of 1000
-in the same process.
+``k``, their rounds interleaved with each other and with batch sends of 1000 in the same
+process (the baseline); each step's CPU is that thread's own (``time.thread_time``), the
+other threads' (the syncer's fsyncs and replies) is the process's rest. What a step costs
+a message and a round comes out of the least squares over the ``k``: a split that moves
+less with a busy machine than the server figure does (no HTTP client competing with the
+server, no wake-up that waits behind other jobs, a change of load falls on every ``k``
+alike).
 """
 
 from __future__ import annotations
@@ -547,6 +549,7 @@ IN_PROCESS_SIZES = (2, 5, 10, 25, 50, 100)  # timers due a round (a move, its re
 IN_PROCESS_ROUNDS = 200
 IN_PROCESS_STEPS = ("move", "ack", "park", "other threads")
 PACE_MS = 2  # the fake clock's step a round (the scanner's MOVE_PACE_MS)
+SEND_EVERY = 10  # rounds of deliveries a batch send of 1000 (the baseline) is made
 
 
 @dataclass(slots=True)
@@ -565,78 +568,99 @@ def _in_process_record(msg_id: str, due_ms: int) -> MessageRecord:
     return MessageRecord("t", msg_id, due_ms, 0, lateness.BODY.encode())
 
 
-async def _steps(data_dir: str, size: int, rounds: int) -> Steps:
-    clock = FakeClock()
-    engine = Engine(EngineConfig(data_dir=data_dir), clock)
-    engine.writer.start()  # and its syncer; this thread is the scanner and the consumer
-    try:
-        first = clock.now_ms() + 10_000
+class _Deliveries:
+    """One engine (writer and syncer started; this thread is its scanner and its consumer)
+    whose timers fall due ``size`` a round, and the CPU of each step over its rounds."""
+
+    def __init__(self, data_dir: str, size: int) -> None:
+        self.size = size
+        self.clock = FakeClock()
+        self.engine = Engine(EngineConfig(data_dir=data_dir), self.clock)
+        self.engine.writer.start()
+        self.cursor = b""
+        self.cpu = dict.fromkeys(IN_PROCESS_STEPS, 0.0)
+        self.rounds = 0
+
+    async def load(self, rounds: int) -> None:
+        first = self.clock.now_ms() + 10_000
         recs = [
-            _in_process_record(f"m{i}", first + i // size * PACE_MS) for i in range(size * rounds)
+            _in_process_record(f"m{i}", first + i // self.size * PACE_MS)
+            for i in range(self.size * rounds)
         ]
         for i in range(0, len(recs), 1000):
-            await engine.send_batch(recs[i : i + 1000])
-        clock.advance(10_000 - PACE_MS)
-        cursor, cpu = b"", dict.fromkeys(IN_PROCESS_STEPS, 0.0)
-        for _ in range(rounds):
-            process_before, started = time.process_time(), time.thread_time()
-            waiting = asyncio.ensure_future(engine.receive("t", "g", 1000, 60_000, 30_000))
-            await asyncio.sleep(0)  # its look finds nothing: it parks
-            parked = time.thread_time()
-            clock.advance(PACE_MS)
-            bound = keys.due_bound(engine.writer.scan_horizon() + 1)
-            found = Chunk(
-                engine.store.scan(CF.TIMERS, cursor, bound, 2_000), engine.writer.cancels_committed
-            )
-            cursor = bound
-            if not engine.deliverer.move_here(found, lambda: False):
-                raise RuntimeError("the in-process move did not happen")
-            got = await waiting
-            moved = time.thread_time()
-            if len(got) != size:
-                raise RuntimeError(f"the move served {len(got)} of {size} messages")
-            acked = await engine.ack("t", "g", [one.receipt for one in got])
-            if acked != ["acked"] * size:
-                raise RuntimeError(f"the ack answered {acked}")
-            done = time.thread_time()
-            cpu["park"] += parked - started
-            cpu["move"] += moved - parked
-            cpu["ack"] += done - moved
-            cpu["other threads"] += (time.process_time() - process_before) - (done - started)
-        return Steps(size, {step: s / rounds * 1e6 for step, s in cpu.items()})
-    finally:
-        engine.writer.stop()
-        engine.store.close()
+            await self.engine.send_batch(recs[i : i + 1000])
+        self.clock.advance(10_000 - PACE_MS)
+
+    async def round(self) -> None:
+        """A long poll parks; its timers fall due; the scanner's move serves it; it acks."""
+        engine = self.engine
+        process_before, started = time.process_time(), time.thread_time()
+        waiting = asyncio.ensure_future(engine.receive("t", "g", 1000, 60_000, 30_000))
+        await asyncio.sleep(0)  # its look finds nothing: it parks
+        parked = time.thread_time()
+        self.clock.advance(PACE_MS)
+        bound = keys.due_bound(engine.writer.scan_horizon() + 1)
+        found = Chunk(
+            engine.store.scan(CF.TIMERS, self.cursor, bound, 2_000),
+            engine.writer.cancels_committed,
+        )
+        self.cursor = bound
+        if not engine.deliverer.move_here(found, lambda: False):
+            raise RuntimeError("the in-process move did not happen")
+        got = await waiting
+        moved = time.thread_time()
+        if len(got) != self.size:
+            raise RuntimeError(f"the move served {len(got)} of {self.size} messages")
+        acked = await engine.ack("t", "g", [one.receipt for one in got])
+        if acked != ["acked"] * self.size:
+            raise RuntimeError(f"the ack answered {acked}")
+        done = time.thread_time()
+        self.cpu["park"] += parked - started
+        self.cpu["move"] += moved - parked
+        self.cpu["ack"] += done - moved
+        self.cpu["other threads"] += (time.process_time() - process_before) - (done - started)
+        self.rounds += 1
+
+    def steps(self) -> Steps:
+        return Steps(self.size, {step: s / self.rounds * 1e6 for step, s in self.cpu.items()})
+
+    def close(self) -> None:
+        self.engine.writer.stop()
+        self.engine.store.close()
 
 
-async def _batch_send_in_process(data_dir: str, batches: int) -> float:
-    """CPU µs a message of batch sends of 1000 one-hour timers, the process's (the syncer's
-    fsyncs included)."""
-    clock = FakeClock()
-    engine = Engine(EngineConfig(data_dir=data_dir), clock)
-    engine.writer.start()
+async def _in_process(tmp: str, sizes: tuple[int, ...], rounds: int) -> tuple[list[Steps], float]:
+    sender = _Deliveries(f"{tmp}/send", 1)  # its engine takes batch sends only
+    runs = [_Deliveries(f"{tmp}/steps-{size}", size) for size in sizes]
     try:
-        due = clock.now_ms() + batch.DELAY_MS
-        before = time.process_time()
-        for b in range(batches):
-            await engine.send_batch([_in_process_record(f"b{b}-{i}", due) for i in range(1000)])
-        return (time.process_time() - before) / (batches * 1000) * 1e6
+        for one in runs:
+            await one.load(rounds)
+        due = sender.clock.now_ms() + batch.DELAY_MS
+        send_cpu, sent = 0.0, 0
+        for r in range(rounds):
+            for one in runs if r % 2 == 0 else runs[::-1]:
+                await one.round()
+            if r % SEND_EVERY == 0:  # a batch send of 1000 beside them, in the same minutes
+                recs = [_in_process_record(f"b{r}-{i}", due) for i in range(1000)]
+                before = time.process_time()
+                await sender.engine.send_batch(recs)
+                send_cpu += time.process_time() - before
+                sent += len(recs)
+        return [one.steps() for one in runs], send_cpu / sent * 1e6
     finally:
-        engine.writer.stop()
-        engine.store.close()
+        for one in (sender, *runs):
+            one.close()
 
 
 def in_process(
     sizes: tuple[int, ...] = IN_PROCESS_SIZES, rounds: int = IN_PROCESS_ROUNDS
 ) -> tuple[list[Steps], float]:
-    """Each size's Steps (sizes alternating with the batch sends, each in a fresh store),
-    and a batch send's CPU a message; on uvloop, as the server."""
-    out, sends = [], []
+    """Each size's Steps and a batch send's CPU a message (the process's: its fsyncs
+    included), in interleaved rounds: a round of every size in turn (order alternating),
+    a batch send of 1000 every SEND_EVERY of them, so that a change in the machine's load
+    falls on all of them alike. On uvloop, as the server."""
     with tempfile.TemporaryDirectory(prefix="rocktimer-bench-deliver-") as tmp:
-        for i, size in enumerate(sizes):
-            out.append(run(partial(_steps, f"{tmp}/steps-{i}", size, rounds)))
-            sends.append(run(partial(_batch_send_in_process, f"{tmp}/send-{i}", 5)))
-    return out, statistics.median(sends)
+        return run(partial(_in_process, tmp, sizes, rounds))
 
 
 def in_process_lines(steps: list[Steps], send_us: float) -> list[str]:
