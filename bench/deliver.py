@@ -24,6 +24,19 @@ delivery round is also profiled (``py-spy record``, tests/support/process.py).
     python -m bench.deliver --env ROCKTIMER_WORKERS=2
     python -m bench.deliver . . --env-b ROCKTIMER_MOVE_PACE_MS=5   # one build, two settings
     python -m bench.deliver --rates 2500,5000,10000,20000 --rounds 2   # a message / a batch
+    python -m bench.deliver --in-process --rounds 2 # each step's CPU on one thread, 200 rounds a k
+
+``--in-process``: no server, no HTTP, no thread hand-off but the syncer's: an Engine on a
+temp dir and a fake clock, and one thread that plays the scanner (scan, move, the parked
+receive served in the move's batch, its commit: Deliverer.move_here), the consumer's ack
+and its next long poll, round after round, ``k`` timers falling due a round, for several
+``k``, their rounds interleaved with each other and with batch sends of 1000 in the same
+process (the baseline); each step's CPU is that thread's own (``time.thread_time``), the
+other threads' (the syncer's fsyncs and replies) is the process's rest. What a step costs
+a message and a round comes out of the least squares over the ``k``: a split that moves
+less with a busy machine than the server figure does (no HTTP client competing with the
+server, no wake-up that waits behind other jobs, a change of load falls on every ``k``
+alike).
 """
 
 from __future__ import annotations
@@ -49,7 +62,13 @@ from typing import Any
 from bench import batch, consumer, lateness, loader, redis_alt, report, stream
 from bench.client import Client, run
 from bench.stats import Spread, spread
+from storage import keys
+from storage.records import MessageRecord
+from storage.store import CF
 from tests.support import process
+from workers.clock import FakeClock
+from workers.engine import Engine, EngineConfig
+from workers.scanner import Chunk
 
 RATE_PER_S = lateness.RATE_PER_S
 SECONDS = 4.0  # a delivery round's due window
@@ -524,6 +543,144 @@ def run_figure(*, seconds: float = SECONDS, rounds: int = ROUNDS) -> list[report
     return rows(sides, _redis(RATE_PER_S, seconds))
 
 
+# --- in process: each step's CPU on one thread --------------------------------------------
+
+IN_PROCESS_SIZES = (2, 5, 10, 25, 50, 100)  # timers due a round (a move, its receive, its ack)
+IN_PROCESS_ROUNDS = 200
+IN_PROCESS_STEPS = ("move", "ack", "park", "other threads")
+PACE_MS = 2  # the fake clock's step a round (the scanner's MOVE_PACE_MS)
+SEND_EVERY = 10  # rounds of deliveries a batch send of 1000 (the baseline) is made
+
+
+@dataclass(slots=True)
+class Steps:
+    """CPU µs a round of ``size`` messages, by step (IN_PROCESS_STEPS)."""
+
+    size: int
+    us: dict[str, float]
+
+    @property
+    def total(self) -> float:
+        return sum(self.us.values())
+
+
+def _in_process_record(msg_id: str, due_ms: int) -> MessageRecord:
+    return MessageRecord("t", msg_id, due_ms, 0, lateness.BODY.encode())
+
+
+class _Deliveries:
+    """One engine (writer and syncer started; this thread is its scanner and its consumer)
+    whose timers fall due ``size`` a round, and the CPU of each step over its rounds."""
+
+    def __init__(self, data_dir: str, size: int) -> None:
+        self.size = size
+        self.clock = FakeClock()
+        self.engine = Engine(EngineConfig(data_dir=data_dir), self.clock)
+        self.engine.writer.start()
+        self.cursor = b""
+        self.cpu = dict.fromkeys(IN_PROCESS_STEPS, 0.0)
+        self.rounds = 0
+
+    async def load(self, rounds: int) -> None:
+        first = self.clock.now_ms() + 10_000
+        recs = [
+            _in_process_record(f"m{i}", first + i // self.size * PACE_MS)
+            for i in range(self.size * rounds)
+        ]
+        for i in range(0, len(recs), 1000):
+            await self.engine.send_batch(recs[i : i + 1000])
+        self.clock.advance(10_000 - PACE_MS)
+
+    async def round(self) -> None:
+        """A long poll parks; its timers fall due; the scanner's move serves it; it acks."""
+        engine = self.engine
+        process_before, started = time.process_time(), time.thread_time()
+        waiting = asyncio.ensure_future(engine.receive("t", "g", 1000, 60_000, 30_000))
+        await asyncio.sleep(0)  # its look finds nothing: it parks
+        parked = time.thread_time()
+        self.clock.advance(PACE_MS)
+        bound = keys.due_bound(engine.writer.scan_horizon() + 1)
+        found = Chunk(
+            engine.store.scan(CF.TIMERS, self.cursor, bound, 2_000),
+            engine.writer.cancels_committed,
+        )
+        self.cursor = bound
+        if not engine.deliverer.move_here(found, lambda: False):
+            raise RuntimeError("the in-process move did not happen")
+        got = await waiting
+        moved = time.thread_time()
+        if len(got) != self.size:
+            raise RuntimeError(f"the move served {len(got)} of {self.size} messages")
+        acked = await engine.ack("t", "g", [one.receipt for one in got])
+        if acked != ["acked"] * self.size:
+            raise RuntimeError(f"the ack answered {acked}")
+        done = time.thread_time()
+        self.cpu["park"] += parked - started
+        self.cpu["move"] += moved - parked
+        self.cpu["ack"] += done - moved
+        self.cpu["other threads"] += (time.process_time() - process_before) - (done - started)
+        self.rounds += 1
+
+    def steps(self) -> Steps:
+        return Steps(self.size, {step: s / self.rounds * 1e6 for step, s in self.cpu.items()})
+
+    def close(self) -> None:
+        self.engine.writer.stop()
+        self.engine.store.close()
+
+
+async def _in_process(tmp: str, sizes: tuple[int, ...], rounds: int) -> tuple[list[Steps], float]:
+    sender = _Deliveries(f"{tmp}/send", 1)  # its engine takes batch sends only
+    runs = [_Deliveries(f"{tmp}/steps-{size}", size) for size in sizes]
+    try:
+        for one in runs:
+            await one.load(rounds)
+        due = sender.clock.now_ms() + batch.DELAY_MS
+        send_cpu, sent = 0.0, 0
+        for r in range(rounds):
+            for one in runs if r % 2 == 0 else runs[::-1]:
+                await one.round()
+            if r % SEND_EVERY == 0:  # a batch send of 1000 beside them, in the same minutes
+                recs = [_in_process_record(f"b{r}-{i}", due) for i in range(1000)]
+                before = time.process_time()
+                await sender.engine.send_batch(recs)
+                send_cpu += time.process_time() - before
+                sent += len(recs)
+        return [one.steps() for one in runs], send_cpu / sent * 1e6
+    finally:
+        for one in (sender, *runs):
+            one.close()
+
+
+def in_process(
+    sizes: tuple[int, ...] = IN_PROCESS_SIZES, rounds: int = IN_PROCESS_ROUNDS
+) -> tuple[list[Steps], float]:
+    """Each size's Steps and a batch send's CPU a message (the process's: its fsyncs
+    included), in interleaved rounds: a round of every size in turn (order alternating),
+    a batch send of 1000 every SEND_EVERY of them, so that a change in the machine's load
+    falls on all of them alike. On uvloop, as the server."""
+    with tempfile.TemporaryDirectory(prefix="rocktimer-bench-deliver-") as tmp:
+        return run(partial(_in_process, tmp, sizes, rounds))
+
+
+def in_process_lines(steps: list[Steps], send_us: float) -> list[str]:
+    lines = [f"in process: a batch send of 1000 {send_us:.1f} µs CPU a message"]
+    for s in steps:
+        parts = ", ".join(f"{step} {us:.0f}" for step, us in s.us.items())
+        lines.append(
+            f"  {s.size} a round: {s.total:.0f} µs ({parts}); a message {s.total / s.size:.1f} µs "
+            f"= x{_ratio(s.total / s.size, send_us):.1f} a batch send"
+        )
+    for step in (*IN_PROCESS_STEPS, "all"):
+        points = [  # (batches a message, µs a message): one batch of each step a round
+            (1 / s.size, (s.total if step == "all" else s.us[step]) / s.size) for s in steps
+        ]
+        split = split_cost(points)
+        if split is not None:
+            lines.append(f"  {step}: ~ {split[0]:.1f} µs a message + {split[1]:.0f} µs a round")
+    return lines
+
+
 def _env(pairs: list[str]) -> dict[str, str]:
     out = {}
     for pair in pairs:
@@ -555,7 +712,16 @@ def main() -> None:
     )
     parser.add_argument("--kinds", default=",".join(KINDS), help="stream,poll")
     parser.add_argument("--redis", action="store_true", help="the Redis poller's lateness after")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="no server: each step's CPU on one thread, a message and a round "
+        "(--rounds x 100 rounds for each number of messages a round)",
+    )
     args = parser.parse_args()
+    if args.in_process:
+        print("\n".join(in_process_lines(*in_process(rounds=args.rounds * 100))))
+        return
     trees = args.trees or [process.ROOT]
     if len(trees) > 2:
         raise SystemExit("bench.deliver: at most two trees")

@@ -382,3 +382,18 @@ def test_ab_round_without_replies_gives_no_ratio() -> None:
         "B 0 req/s, server CPU 0.0 µs a message",
         "B ÷ A: no round got replies on both sides (windows without a reply: A 2, B 2); no ratio",
     ]
+
+
+def test_the_in_process_split_measures_each_step_of_a_delivery_and_a_batch_send() -> None:
+    steps, send_us = deliver.in_process(sizes=(1, 4), rounds=6)
+    assert [s.size for s in steps] == [1, 4]
+    for s in steps:
+        assert list(s.us) == list(deliver.IN_PROCESS_STEPS)
+        # Each round moved, served and acked its messages (or in_process raised), on this
+        # thread: CPU time of its own, whatever the machine's load
+        assert s.us["move"] > 0
+        assert s.us["ack"] > 0
+    assert send_us > 0
+    lines = deliver.in_process_lines(steps, send_us)
+    assert lines[0].startswith("in process: a batch send of 1000 ")
+    assert any(line.startswith("  all: ~ ") for line in lines)  # two sizes: a split

@@ -87,14 +87,25 @@ class Loop:
         self.loop.close()
 
 
+_said = threading.Lock()
+
+
+def say(line: str) -> None:
+    """One line on stdout, whole: ``print`` writes the text and the newline apart, so two
+    threads printing at once (a producer and the deposed callback) could splice lines."""
+    with _said:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
 async def produce(engine: Engine, first: int, step: int) -> None:
     for i in range(first, MAX_SENDS, step):
         msg_id = f"m{i}"
         try:
             await engine.send(record(msg_id))
-            print(f"ok {msg_id}", flush=True)
+            say(f"ok {msg_id}")
         except RocktimerError as exc:
-            print(f"refused {msg_id} {type(exc).__name__}", flush=True)
+            say(f"refused {msg_id} {type(exc).__name__}")
             await asyncio.sleep(0.01)
 
 
@@ -107,12 +118,12 @@ def main() -> None:
         path,
         node_id=node,
         advertise="127.0.0.1:1",
-        on_deposed=lambda k: print(f"deposed p{k}", flush=True),
+        on_deposed=lambda k: say(f"deposed p{k}"),
     )
     changelog = take_over(replica, 30.0)
     engine = Engine(engine_config(path), changelog=changelog)
     engine.start()
-    print(f"owner {changelog.last}", flush=True)
+    say(f"owner {changelog.last}")
 
     async def producers() -> None:
         await asyncio.gather(*(produce(engine, i, PRODUCERS) for i in range(PRODUCERS)))

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
@@ -35,7 +36,16 @@ class OwnerProcess:
     def __init__(self, urls: str, path: Path, node: str) -> None:
         self.node = node
         self.lines: list[str] = []
-        self.proc = subprocess.Popen(
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.log = path.parent / f"{node}.log"  # its stderr: what it logged, a traceback
+        with self.log.open("wb") as log:
+            self.proc = self._start(urls, path, node, log)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    @staticmethod
+    def _start(urls: str, path: Path, node: str, log: BinaryIO) -> subprocess.Popen[str]:
+        return subprocess.Popen(
             [
                 sys.executable,
                 "-m",
@@ -47,11 +57,9 @@ class OwnerProcess:
             ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=log,
             text=True,
         )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -63,6 +71,17 @@ class OwnerProcess:
 
     def refused(self) -> int:
         return sum(line.startswith("refused ") for line in list(self.lines))
+
+    def wait_for(self, line: str, what: str) -> None:
+        """Until the process printed ``line``; failing, the test shows its log's tail."""
+        try:
+            wait_until(lambda: line in self.lines, TAKE_OVER_S, what)
+        except AssertionError as exc:
+            tail = self.log.read_text(errors="replace").splitlines()[-40:]
+            state = "running" if self.proc.poll() is None else f"exited {self.proc.returncode}"
+            raise AssertionError(
+                f"{exc}; the owner is {state}; its log ends:\n" + "\n".join(tail)
+            ) from None
 
     def owns(self) -> bool:
         return any(line.startswith("owner ") for line in self.lines)
@@ -161,7 +180,7 @@ def test_replica_paused_owner_writes_nothing_after_the_fence(
         fence = changelog_.last
         owner.signal(signal.SIGCONT)
         # The resumed owner learns it was deposed; its producers keep trying meanwhile.
-        wait_until(lambda: f"deposed p{K}" in owner.lines, TAKE_OVER_S, "the old owner deposed")
+        owner.wait_for(f"deposed p{K}", "the old owner deposed")
         refused_before = owner.refused()
         wait_until(lambda: owner.refused() > refused_before, TAKE_OVER_S, "sends refused")
         answered = owner.answered()
