@@ -39,7 +39,10 @@ from tests.support.nats import changelog as changelog_records
 from tests.workers.support import stop_within, wait_until
 from workers.engine import Engine
 
-LEASE_MS = 1500  # short: the tests wait for a lease to run out
+# Short, as the tests wait for a lease to run out; long enough that a loaded machine renews
+# it in time (every lease/4): at 1.5 s an owner's KV updates came too late under load, its
+# lease lapsed between two of them and it refused to serve right after taking over.
+LEASE_MS = 3000
 
 
 @pytest.fixture
