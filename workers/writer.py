@@ -671,7 +671,7 @@ class Writer(_Loop):
                 ops = [*ops, *served]
                 results += self._run_ops(txn, served)
             if not txn.empty:
-                total = self.pending_timers + txn.pending_delta
+                total = self._pending_after(txn.pending_delta)
                 txn.commit(total)  # unsynced: the syncer fsyncs (below)
                 if self.changelog is not None:
                     self._last_append = self.changelog.append(*txn.written())
@@ -708,6 +708,21 @@ class Writer(_Loop):
         self.ops_done += len(ops)
         self.batch_ops.observe(len(ops))
         _complete(self._unless_superseded(results))
+
+    def _pending_after(self, delta: int) -> int:
+        """The pending-timers count after a batch moving it by ``delta``. It is a count
+        kept beside the timers, not the timers themselves: should it ever say fewer than a
+        batch removes (a store whose count and keys disagree), it stops at 0 with one line
+        in the log instead of failing every batch that moves a timer from then on."""
+        total = self.pending_timers + delta
+        if total < 0:
+            log.error(
+                "the pending-timers count went below zero (%d %+d): counted as 0",
+                self.pending_timers,
+                delta,
+            )
+            return 0
+        return total
 
     def _unless_superseded(
         self, results: list[tuple[_Op, bool, Any]]

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from storage.keys import PENDING_KEY, u64
 from storage.store import CF, Put, RocksStore
 from tests.workers.support import WAIT_S, record, run, stop_within, topic_log, wait_until
-from workers.clock import RealClock
+from workers.clock import FakeClock, RealClock
 from workers.engine import Engine, EngineConfig
 from workers.timers import message, schedule
 
@@ -128,3 +129,37 @@ def test_restart_delivers_past_a_far_key(tmp_path: Path) -> None:
             assert engine.healthy
         finally:
             stop_within(engine)
+
+
+def test_a_pending_count_below_its_timers_does_not_stop_delivery(tmp_path: Path) -> None:
+    """A store whose pending-timers count says 0 beside a message's timer key (a count and
+    keys that disagree, written straight into RocksDB): the timer is still delivered when
+    due, the count stays at 0 instead of going negative, and no worker thread dies."""
+    data = str(tmp_path / "db")
+    due = RealClock().now_ms() + 500
+    config = EngineConfig(data_dir=data, events_seal_process=False)
+    first = Engine(config, FakeClock(due - 60_000))  # not due on this engine's clock
+    first.start()
+    try:
+        run(first.send(record("t", "m", due)))
+        assert first.writer.pending_timers == 1
+    finally:
+        stop_within(first)
+    store = RocksStore(data)
+    store.write([Put(CF.META, PENDING_KEY, u64(0))], sync=True)
+    store.close()
+    engine = Engine(config, RealClock())
+    engine.start()
+    try:
+        wait_until(lambda: len(topic_log(engine.store, "t")) == 1, what="the message delivered")
+        wait_until(
+            lambda: (
+                engine.writer.batches > 0 and not engine.store.scan(CF.TIMERS, b"", b"\xff" * 9, 1)
+            ),
+            what="its timer removed",
+        )
+        assert engine.healthy
+        assert engine.writer.pending_timers == 0
+    finally:
+        stop_within(engine)
+    assert engine.scanner.error is None, engine.scanner.error
