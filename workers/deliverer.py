@@ -109,8 +109,12 @@ class Deliverer(WorkerThread):
             try:
                 # Inline when the writer is idle: a move at a steady few timers per ms
                 # is cheaper than the two thread hand-offs to the writer and back.
+                # A retry re-reads each message's index entry (no cancel mark): a move is
+                # reported failed only when its batch did not commit, and if one ever did
+                # all the same, its messages are not delivered twice.
+                mark = batch.cancel_mark if attempt == 0 else None
                 self.moved += self.writer.call(
-                    lambda txn: move_due(txn, batch, batch.cancel_mark),
+                    lambda txn: move_due(txn, batch, mark),  # noqa: B023 (called at once)
                     durable=False,
                     inline=True,
                     move=True,

@@ -729,9 +729,15 @@ class Writer(_Loop):
     ) -> list[tuple[_Op, bool, Any]]:
         """The quick replies of a batch, failed if the partition was lost while it ran
         (deposed, or a paused process past its lease): not answered from a copy another
-        node has taken over."""
+        node has taken over. A move's result stands: it goes to the deliverer, not to a
+        client, and says what the commit did (the span's timers are gone from this copy,
+        its record on the way to the changelog; refused, the copy is dropped with it).
+        Failed, the deliverer would move the same span again once the lease was renewed:
+        each of its messages delivered twice, and the pending count taken down twice."""
         late = self.changelog.refusal() if results and self.changelog is not None else None
-        return results if late is None else [(op, False, late) for op, _, _ in results]
+        if late is None:
+            return results
+        return [result if result[0].move else (result[0], False, late) for result in results]
 
 
 class Syncer(_Loop):

@@ -36,7 +36,7 @@ from tests.cluster.replica_support import (
 )
 from tests.support.nats import NatsCluster
 from tests.support.nats import changelog as changelog_records
-from tests.workers.support import stop_within, wait_until
+from tests.workers.support import stop_within, topic_log, wait_until
 from workers.engine import Engine
 
 # Short, as the tests wait for a lease to run out; long enough that a loaded machine renews
@@ -207,6 +207,38 @@ def test_replica_a_refusal_while_the_owners_record_is_still_last_is_tried_again(
     loop.run(engine.send(record("later")))
     assert {r.node for r in changelog_records(nats_cluster.urls, K)} == {"a"}
     assert has(engine, "after")
+
+
+def test_replica_a_move_whose_lease_lapsed_during_its_batch_is_not_made_again(
+    nodes: list[Node], loop: Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner's lease lapses while a move's batch is being written (a loaded machine
+    renewing late): the move committed and its record went to the changelog, so the
+    deliverer must take it as made. Reported failed, it was moved again once the lease was
+    renewed: the message delivered twice and the pending count taken down twice."""
+    a, _ = nodes
+    engine = a.own()
+    changelog = a.replica.changelog
+    assert changelog is not None
+    append = changelog.append
+    lapsed: list[int] = []
+
+    def lapse_after_the_move(ranges: Any, staged: Any) -> Any:
+        future = append(ranges, staged)
+        if staged.get(CF.LOGS) and not lapsed:  # the move's batch, committed: lapse now
+            lapsed.append(changelog.records)
+            changelog.lease.deadline = time.monotonic() - 1
+        return future
+
+    monkeypatch.setattr(changelog, "append", lapse_after_the_move)
+    loop.run(engine.send(record("due", deliver_at_ms=engine.clock.now_ms() + 200)))
+    assert engine.writer.pending_timers == 1
+    wait_until(lambda: engine.deliverer.batches + engine.deliverer.moved_here >= 1, what="a move")
+    assert lapsed, "the move's batch was appended"
+    assert len(topic_log(engine.store, TOPIC)) == 1
+    assert engine.writer.pending_timers == 0
+    wait_until(lambda: changelog.lease.valid, what="the lease renewed")
+    assert len(topic_log(engine.store, TOPIC)) == 1
 
 
 def test_replica_a_send_is_answered_once_its_record_is_acknowledged(
