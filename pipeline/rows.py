@@ -57,6 +57,7 @@ class Reject(NamedTuple):
 class Message(NamedTuple):
     topic: str
     item: dict[str, Any]  # the batch API's item, msg_id always set
+    due_ms: int = 0  # when it falls due, as the service computes it from the item now
 
 
 def to_message(
@@ -115,7 +116,7 @@ def _to_message(
         item["properties"] = properties
     try:
         msg = SendMessage.model_validate(item, strict=True)
-        to_record(topic, msg, now_ms, settings, [], _UNUSED_ID)
+        due_ms = to_record(topic, msg, now_ms, settings, [], _UNUSED_ID).deliver_at_ms
     except ValidationError as exc:
         return _first(invalid(exc, ()))
     except InvalidInput as exc:
@@ -127,7 +128,7 @@ def _to_message(
         return Reject("body", str(exc).removeprefix("body: "))
     if "msg_id" not in item:
         item["msg_id"] = content_id(topic, item, ordinal)
-    return Message(topic, item)
+    return Message(topic, item, due_ms)
 
 
 _TEXT_FIELDS = ("msg_id", "body_encoding", "tag")  # sent only when not empty (body: always)
