@@ -319,9 +319,7 @@ def result_schema(rows: Any) -> Any:
     return T.StructType([*counts, *own, *texts])
 
 
-# A row on its way: the row, the deliver time it fixes (None when relative to now) and
-# when it falls due (the batch's order).
-Sent = tuple[dict[str, Any], int | None, int]
+Sent = tuple[dict[str, Any], int | None]  # a row on its way, and the deliver time it fixes
 
 
 def malformed(raw: str, fmt: str, fields: int) -> str:
@@ -392,25 +390,18 @@ class Loader:
         items.append(encoded)
         # The deliver time a row fixes (not one relative to now): a stored message with
         # this id and another time is not this row.
-        rows.append((row, message.item.get("deliver_at_ms"), message.due_ms))
+        rows.append((row, message.item.get("deliver_at_ms")))
         size[0] += len(encoded) + 1
         if len(items) >= self.target.max_batch:
             self.flush(message.topic)
 
     def flush(self, topic: str | None = None) -> None:
         """Send the batch of ``topic`` (of every topic if None); waits for the oldest batch
-        on its way when ``in_flight`` are.
-
-        A batch goes in the order its messages fall due (stable: rows due at once keep the
-        input's order, and a repeated row stays after its first): the service's timer keys
-        begin with the due time, and it stores a request's keys in that order for ~20 %
-        less CPU a message than in the input's (bench/README.md, figure 16)."""
+        on its way when ``in_flight`` are."""
         for name in [topic] if topic is not None else list(self._batches):
             items, rows, _ = self._batches.pop(name, ([], [], [0]))
             if not items:
                 continue
-            order = sorted(range(len(rows)), key=lambda i: rows[i][2])
-            items, rows = [items[i] for i in order], [rows[i] for i in order]
             while len(self._sent) >= self._in_flight:
                 self._settle(*self._sent.popleft())
             self._sent.append((self._pool.submit(self._send, name, items), rows))
@@ -441,7 +432,7 @@ class Loader:
             self._senders.put(sender)
 
     def _settle(self, pending: Future[list[dict[str, Any]]], rows: list[Sent]) -> None:
-        for result, (row, due, _) in zip(pending.result(), rows, strict=True):
+        for result, (row, due) in zip(pending.result(), rows, strict=True):
             status = result["status"]
             if status == 201:
                 self.tally.counts["loaded", None] += 1

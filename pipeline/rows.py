@@ -57,7 +57,6 @@ class Reject(NamedTuple):
 class Message(NamedTuple):
     topic: str
     item: dict[str, Any]  # the batch API's item, msg_id always set
-    due_ms: int = 0  # when it falls due, as the service computes it from the item now
 
 
 def to_message(
@@ -116,7 +115,7 @@ def _to_message(
         item["properties"] = properties
     try:
         msg = SendMessage.model_validate(item, strict=True)
-        due_ms = to_record(topic, msg, now_ms, settings, [], _UNUSED_ID).deliver_at_ms
+        to_record(topic, msg, now_ms, settings, [], _UNUSED_ID)
     except ValidationError as exc:
         return _first(invalid(exc, ()))
     except InvalidInput as exc:
@@ -128,7 +127,7 @@ def _to_message(
         return Reject("body", str(exc).removeprefix("body: "))
     if "msg_id" not in item:
         item["msg_id"] = content_id(topic, item, ordinal)
-    return Message(topic, item, due_ms)
+    return Message(topic, item)
 
 
 _TEXT_FIELDS = ("msg_id", "body_encoding", "tag")  # sent only when not empty (body: always)
