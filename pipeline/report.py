@@ -7,7 +7,8 @@ A delivery before its due time (negative lateness) is also counted as ``early``:
 broken promise, and the lateness histogram gives it its own bucket.
 Percentiles are nearest-rank: the value at rank ⌈p·n⌉ of the n sorted values, exact.
 
-Two aggregations over the segments, nothing else at their size (no sort of events):
+Reads of the segments, each a hash aggregation (no sort of events), nothing else at their
+size:
 - one to a compact table, a row per (topic, minute, attempt, lateness) with a count of
   each kind of event (deliveries due at once share a lateness: ~100k rows for 10M
   events); every count, the percentiles (from the counts of each lateness), the
