@@ -7,12 +7,14 @@ A delivery before its due time (negative lateness) is also counted as ``early``:
 broken promise, and the lateness histogram gives it its own bucket.
 Percentiles are nearest-rank: the value at rank ⌈p·n⌉ of the n sorted values, exact.
 
-Two reads of the segments, nothing else at their size:
-- one aggregation to a compact table, a row per (topic, minute, attempt, lateness) with a
-  count of each kind of event (deliveries due at once share a lateness: ~100k rows for
-  10M events); every count, the percentiles (from the counts of each lateness), the
+Reads of the segments, each a hash aggregation (no sort of events), nothing else at their
+size:
+- one to a compact table, a row per (topic, minute, attempt, lateness) with a count of
+  each kind of event (deliveries due at once share a lateness: ~100k rows for 10M
+  events); every count, the percentiles (from the counts of each lateness), the
   histogram and the span are computed from it, cached;
-- the acks' wait after their message's delivery, which pairs events of one message.
+- the acks' wait after their message's delivery, which pairs events of one message: two
+  hash aggregations keyed on the message and a hash join of them (``first_acks``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ COUNTED = KINDS  # a count of each kind of event, in the event schema's order
 # Nearest-rank percentiles as (name suffix, per mille): integer ranks, no float rounding.
 LATENESS_PERCENTILES = (("p50", 500), ("p95", 950), ("p99", 990))
 ACK_PERCENTILES = (("p50", 500), ("p95", 950))
+# Deliveries a task of the acks' join holds in its hash table at most (~100 bytes each).
+ACK_JOIN_ROWS = 1_000_000
 
 
 def _lateness(F: Any) -> Any:
@@ -93,24 +97,37 @@ def _figures(F: Any, c: Any, keys: list[str]) -> Any:
     return counts.join(pct, keys, "left")
 
 
-def _ack_times(F: Any, ev: Any) -> Any:
-    """Per topic: time from delivered to a group's first ack, p50/p95/max.
+def first_acks(F: Any, ev: Any, tasks: int) -> Any:
+    """A row per (topic, msg_id, group) a group acked and whose delivery is in the log: the
+    message's first delivery ``delivered_ms`` and the group's first ack ``acked_ms``.
 
-    A window over each message gives its acks their delivery time; the acks' grouping by
-    (message, group) then needs no second shuffle, as a join of two aggregates would."""
-    from pyspark.sql import Window
-
-    delivered = F.min(F.when(F.col("kind") == "delivered", F.col("event_time_ms")))
+    Two hash aggregations keyed on the message (each group's first ack; each message's
+    first delivery), both laid out by (topic, msg_id) over ``tasks`` tasks, so their join
+    moves no row again and is a hash join: no sort of the events (a window over each
+    message's events, a sort-merge join), whose size is the log's. A task holds its share
+    of the deliveries in a hash table (``ACK_JOIN_ROWS``)."""
     acks = (
-        ev.where(F.col("kind").isin("delivered", "acked"))
-        .withColumn("delivered_ms", delivered.over(Window.partitionBy("topic", "msg_id")))
-        .where((F.col("kind") == "acked") & F.col("delivered_ms").isNotNull())
-        .groupBy("topic", "msg_id", "group", "delivered_ms")
+        ev.where(F.col("kind") == "acked")
+        .repartition(tasks, "topic", "msg_id")
+        .groupBy("topic", "msg_id", "group")
         .agg(F.min("event_time_ms").alias("acked_ms"))
     )
-    waits = acks.groupBy("topic", (F.col("acked_ms") - F.col("delivered_ms")).alias("wait")).agg(
-        F.count(F.lit(1)).alias("n")
+    delivered = (
+        ev.where(F.col("kind") == "delivered")
+        .repartition(tasks, "topic", "msg_id")
+        .groupBy("topic", "msg_id")
+        .agg(F.min("event_time_ms").alias("delivered_ms"))
     )
+    return acks.join(delivered.hint("shuffle_hash"), ["topic", "msg_id"])
+
+
+def _ack_times(F: Any, ev: Any, deliveries: int) -> Any:
+    """Per topic: time from delivered to a group's first ack, p50/p95/max (``deliveries``:
+    the log's delivered events, for the tasks of ``first_acks``)."""
+    default = int(ev.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    tasks = max(default, -(-deliveries // ACK_JOIN_ROWS))
+    wait = (F.col("acked_ms") - F.col("delivered_ms")).alias("wait")
+    waits = first_acks(F, ev, tasks).groupBy("topic", wait).agg(F.count(F.lit(1)).alias("n"))
     return nearest_rank(F, waits, ["topic"], "wait", "n", ACK_PERCENTILES, "ack")
 
 
@@ -121,7 +138,8 @@ def build(spark: Any, events: str, from_ms: int | None, to_ms: int | None) -> di
     ev = read_events(spark, events, from_ms, to_ms).where(F.col("kind").isin(*KINDS))
     c = compact(F, ev).cache()  # small: read by every table below
     try:
-        by_topic = _figures(F, c, ["topic"]).join(_ack_times(F, ev), "topic", "left")
+        deliveries = c.agg(F.sum("delivered")).first()[0] or 0
+        by_topic = _figures(F, c, ["topic"]).join(_ack_times(F, ev, deliveries), "topic", "left")
         by_minute = _figures(F, c, ["topic", "minute_ms"])
         by_attempt = (
             c.where(F.col("attempt").isNotNull())

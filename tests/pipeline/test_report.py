@@ -88,6 +88,39 @@ def test_ack_times_count_each_groups_first_ack_of_a_delivered_message(
 
 
 @pytest.mark.slow
+def test_acks_meet_their_delivery_without_a_sort_of_events(spark: Any, tmp_path: Path) -> None:
+    """Each group's first ack and its message's first delivery are paired by hash
+    aggregations and a hash join: no sort (a window over each message's events, a
+    sort-merge join), whose size would be the log's."""
+    from pyspark.sql import functions
+
+    from pipeline.events import read_events
+
+    e = Events()
+    e.message("t", "m1", 0, 1_000).delivered("t", "m1", 1_000, 0, 1_000)
+    e.delivered("t", "m1", 3_000, 0, 1_000)  # delivered again later: the first counts
+    e.add("acked", 1_100, "t", "m1", group="g")
+    e.add("acked", 900, "t", "m1", group="g")  # the group's first ack, logged after
+    e.add("acked", 1_400, "t", "m1", group="h")
+    e.message("u", "m1", 0, 2_000).delivered("u", "m1", 2_000, 0, 2_000)  # same id, topic u
+    e.add("acked", 2_700, "u", "m1", group="g")
+    e.add("acked", 5_000, "t", "gone", group="g")  # no delivery in the log
+    events = write_events(tmp_path / "events", e.rows)
+
+    pairs = report.first_acks(functions, read_events(spark, str(events)), 3)
+    got = sorted(tuple(r) for r in pairs.collect())
+    plan = pairs._jdf.queryExecution().executedPlan().toString()
+
+    assert got == [
+        ("t", "m1", "g", 900, 1_000),
+        ("t", "m1", "h", 1_400, 1_000),
+        ("u", "m1", "g", 2_700, 2_000),
+    ]
+    assert "Sort" not in plan, plan
+    assert "Window" not in plan, plan
+
+
+@pytest.mark.slow
 def test_time_range_keeps_events_inside_it(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
