@@ -62,13 +62,25 @@ def _until(what: str, condition: Callable[[], bool]) -> None:
         time.sleep(0.02)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class _Tail:
     """``rocktimer tail`` as the console script, as someone runs it in a terminal: its
     output read only when the test says, stopped by SIGINT (Ctrl+C)."""
 
     def __init__(self, url: str, *args: str) -> None:
         command = [str(ROCKTIMER), "--url", url, "tail", *args, "--json"]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            # A terminal's foreground job takes Ctrl+C; a suite started in the background
+            # (`make test &`) passes SIGINT on ignored, and Python then never raises
+            # KeyboardInterrupt: the tail would not stop.
+            preexec_fn=_default_sigint,  # noqa: PLW1509 (one signal reset, nothing else)
+        )
         self.stdout: IO[bytes] = self.process.stdout  # type: ignore[assignment]
 
     def message(self) -> dict[str, Any]:
