@@ -192,8 +192,10 @@ def over_time_figure(
     fig.subplots_adjust(left=0.08, right=0.70, top=0.84, bottom=0.14)
     for m in sorted(axis.partial):
         ax.axvspan(_date(m), _date(m + MINUTE_MS), color=PARTIAL, zorder=0)
+    highest = 0
     for key, label, color in series:
         ys = [minutes.get(m, {}).get(key, 0) for m in xs]
+        highest = max(highest, *ys)
         ax.plot(
             when,
             ys,
@@ -226,7 +228,6 @@ def over_time_figure(
     _style(ax, title, subtitle, "messages per minute")
     # All zeros (no retries at all) would leave matplotlib a range of ±0.05: ticks
     # that all read "0". The axis then runs to 1.
-    highest = max((minutes.get(m, {}).get(key, 0) for m in xs for key, _, _ in series), default=0)
     ax.set_ylim(bottom=0, top=None if highest else 1)
     ax.set_xlim(_date(axis.first), _date(axis.last + MINUTE_MS))
     locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
