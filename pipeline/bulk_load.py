@@ -17,7 +17,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import orjson
@@ -26,7 +26,8 @@ from app.config import Settings
 from app.defaults import MAX_BATCH
 from app.schemas import MSG_ID_PATTERN
 from pipeline import cli
-from pipeline.rows import COLUMNS, Message, Reject, to_message
+from pipeline.items import DUE, ITEM, LOCAL_DUE, LOCAL_PLACEHOLDER, with_items
+from pipeline.rows import COLUMNS, Message, Reject, hashed_id, local_to_ms, text, to_message
 from pipeline.sender import BatchSender, ServiceRefused
 
 FORMATS = ("parquet", "csv", "json")
@@ -294,6 +295,7 @@ class Tally:
 
 
 REJECT_FIELD, REJECT_REASON = "reject_field", "reject_reason"
+INTERNAL = (ORDINAL, CONFLICT, ITEM, DUE)  # columns of the load, not of the input
 
 
 def result_schema(rows: Any) -> Any:
@@ -310,7 +312,7 @@ def result_schema(rows: Any) -> Any:
     own = [
         T.StructField(f.name, f.dataType, True)
         for f in rows.schema.fields
-        if f.name not in (ORDINAL, CONFLICT)
+        if f.name not in INTERNAL
     ]
     texts = [
         T.StructField(REJECT_FIELD, T.StringType()),
@@ -319,7 +321,23 @@ def result_schema(rows: Any) -> Any:
     return T.StructType([*counts, *own, *texts])
 
 
-Sent = tuple[dict[str, Any], int | None]  # a row on its way, and the deliver time it fixes
+class Place(NamedTuple):
+    """A row of an Arrow batch, read as a dict only if its item is refused."""
+
+    batch: Any
+    position: int
+
+    def row(self) -> dict[str, Any]:
+        return {
+            name: self.batch.column(name)[self.position].as_py()
+            for name in self.batch.schema.names
+            if name not in INTERNAL
+        }
+
+
+# A row on its way (a dict, or its place when its item came ready) and the deliver time it
+# fixes.
+Sent = tuple[dict[str, Any] | Place, int | None]
 
 
 def malformed(raw: str, fmt: str, fields: int) -> str:
@@ -346,6 +364,7 @@ class Loader:
     def __init__(self, target: Target, in_flight: int = IN_FLIGHT) -> None:
         self.target = target
         self.tally = Tally()
+        self.checked = 0  # rows through the service's checks here (``to_message``)
         self.limit = target.settings.max_request_bytes - REQUEST_SLACK_BYTES
         self._batches: dict[str, tuple[list[bytes], list[Sent], list[int]]] = {}
         self._in_flight = in_flight
@@ -355,13 +374,47 @@ class Loader:
         self._sent: deque[tuple[Future[list[dict[str, Any]]], list[Sent]]] = deque()
 
     def add_batch(self, batch: Any, now_ms: int) -> None:
-        """Every row of an Arrow batch (column by column to Python: a dict per row only
-        for the row's own checks)."""
+        """Every row of an Arrow batch: those with an item built in the JVM (``ITEM``) as
+        bytes, the others column by column to Python, a dict per row for its checks."""
+        import pyarrow.compute as pc
+
+        if ITEM in batch.schema.names:
+            items = batch.column(ITEM)
+            if items.null_count < len(items):
+                self.add_ready(batch.filter(pc.is_valid(items)), now_ms)
+            if items.null_count == 0:
+                return
+            batch = batch.filter(pc.is_null(items))
         names = batch.schema.names
         for values in zip(*(column.to_pylist() for column in batch.columns), strict=True):
-            self.add(dict(zip(names, values, strict=True)), now_ms)
+            row = dict(zip(names, values, strict=True))
+            row.pop(ITEM, None)
+            row.pop(DUE, None)
+            self.add(row, now_ms)
+
+    def add_ready(self, batch: Any, now_ms: int) -> None:
+        """Rows whose items the JVM built (``pipeline.items``), finished by ``ready_item``;
+        a row that fails what only this side checks goes through ``add`` for its reject."""
+        names, n = batch.schema.names, batch.num_rows
+        dues = batch.column(DUE).to_pylist()
+        ordinals = batch.column(ORDINAL).to_pylist() if ORDINAL in names else [0] * n
+        local = LOCAL_DUE in dues
+        whens = _column(batch, "deliver_at") if local else [None] * n
+        zones = _column(batch, "timezone") if local else [None] * n
+        latest = now_ms + self.target.settings.max_delay_ms
+        topics, items = batch.column("topic").to_pylist(), batch.column(ITEM).to_pylist()
+        for i in range(n):
+            ready = ready_item(
+                topics[i], items[i], dues[i], ordinals[i], whens[i], zones[i], latest
+            )
+            if ready is None:
+                self.add(Place(batch, i).row() | _internal(batch, i), now_ms)
+            else:
+                self._queue(str(topics[i]), ready[0], Place(batch, i), ready[1])
 
     def add(self, row: dict[str, Any], now_ms: int) -> None:
+        """One row through the service's checks (``to_message``)."""
+        self.checked += 1
         ordinal = row.pop(ORDINAL, 0) or 0
         conflict = row.pop(CONFLICT, None)
         raw = row.pop(CORRUPT, None)
@@ -379,21 +432,26 @@ class Loader:
                 row, "msg_id", CONFLICT_REASON.format(row=f"{PLACE}{conflict}{PLACE}")
             )
             return
-        self._queue(result, row)
+        self._queue_message(result, row)
 
-    def _queue(self, message: Message, row: dict[str, Any]) -> None:
-        encoded = orjson.dumps(message.item)
-        items, rows, size = self._batches.setdefault(message.topic, ([], [], [0]))
-        if items and size[0] + len(encoded) > self.limit:
-            self.flush(message.topic)
-            items, rows, size = self._batches.setdefault(message.topic, ([], [], [0]))
-        items.append(encoded)
+    def _queue_message(self, message: Message, row: dict[str, Any]) -> None:
         # The deliver time a row fixes (not one relative to now): a stored message with
         # this id and another time is not this row.
-        rows.append((row, message.item.get("deliver_at_ms")))
+        due = message.item.get("deliver_at_ms")
+        self._queue(message.topic, orjson.dumps(message.item), row, due)
+
+    def _queue(
+        self, topic: str, encoded: bytes, row: dict[str, Any] | Place, due: int | None
+    ) -> None:
+        items, rows, size = self._batches.setdefault(topic, ([], [], [0]))
+        if items and size[0] + len(encoded) > self.limit:
+            self.flush(topic)
+            items, rows, size = self._batches.setdefault(topic, ([], [], [0]))
+        items.append(encoded)
+        rows.append((row, due))
         size[0] += len(encoded) + 1
         if len(items) >= self.target.max_batch:
-            self.flush(message.topic)
+            self.flush(topic)
 
     def flush(self, topic: str | None = None) -> None:
         """Send the batch of ``topic`` (of every topic if None); waits for the oldest batch
@@ -432,11 +490,13 @@ class Loader:
             self._senders.put(sender)
 
     def _settle(self, pending: Future[list[dict[str, Any]]], rows: list[Sent]) -> None:
-        for result, (row, due) in zip(pending.result(), rows, strict=True):
+        for result, (sent, due) in zip(pending.result(), rows, strict=True):
             status = result["status"]
             if status == 201:
                 self.tally.counts["loaded", None] += 1
-            elif status == 200 and due is not None and result.get("deliver_at_ms") != due:
+                continue
+            row = sent.row() if isinstance(sent, Place) else sent
+            if status == 200 and due is not None and result.get("deliver_at_ms") != due:
                 stored = result.get("deliver_at_ms")
                 self.tally.reject(
                     row,
@@ -448,6 +508,50 @@ class Loader:
             else:
                 field, reason = _split(str(result.get("error") or f"HTTP {status}"))
                 self.tally.reject(row, field, f"{reason} ({status})")
+
+
+def ready_item(
+    topic: Any,
+    item: bytes,
+    due: int | None,
+    ordinal: int | None,
+    deliver_at: Any,
+    timezone: Any,
+    latest: int,
+) -> tuple[bytes, int | None] | None:
+    """An item the JVM built (``pipeline.items``: ``ITEM``, ``DUE``) finished with what
+    depends on now and on this Python: a local time's instant (``rows.local_to_ms``), a
+    fixed deliver time no later than ``latest`` (now + the maximum delay), the content id
+    of a row without msg_id. (The item, the deliver time it fixes), or None if the row
+    fails one of these (``to_message`` then says why)."""
+    if due == LOCAL_DUE:
+        instant = local_to_ms(text(deliver_at) or "", text(timezone))
+        if not isinstance(instant, int) or instant < 0:
+            return None
+        due = instant
+        item = item.replace(LOCAL_PLACEHOLDER, b'"deliver_at_ms":%d' % due, 1)
+    if due is not None and due > latest:
+        return None
+    if not item.startswith(b'{"msg_id":'):
+        content = b'["%s",%s]' % (str(topic).encode(), item)
+        item = b'{"msg_id":"%s",%s' % (hashed_id(content, ordinal or 0).encode(), item[1:])
+    return item, due
+
+
+def _column(batch: Any, name: str) -> list[Any]:
+    """A column of ``batch`` as a list (of None if it has no such column)."""
+    if name in batch.schema.names:
+        return list(batch.column(name).to_pylist())
+    return [None] * batch.num_rows
+
+
+def _internal(batch: Any, index: int) -> dict[str, Any]:
+    """The numbering columns of a row (``add`` reads them)."""
+    return {
+        name: batch.column(name)[index].as_py()
+        for name in (ORDINAL, CONFLICT)
+        if name in batch.schema.names
+    }
 
 
 def _split(error: str) -> tuple[str, str]:
@@ -482,7 +586,7 @@ def load_partition(target: Target, batches: Iterator[Any], schema: Any = None) -
 def _default_result(input_schema: Any) -> Any:
     import pyarrow as pa
 
-    own = [f for f in input_schema if f.name not in (ORDINAL, CONFLICT)]
+    own = [f for f in input_schema if f.name not in INTERNAL]
     counts = [("kind", pa.string()), ("reason", pa.string()), ("count", pa.int64())]
     texts = [(REJECT_FIELD, pa.string()), (REJECT_REASON, pa.string())]
     return pa.schema([*counts, *own, *texts])
@@ -584,7 +688,7 @@ def load_all(
     rejected)`` is called in the tasks (an accumulator's add) as their rows settle."""
     df = read_input(spark, args.input, args.format)
     fields = len([c for c in df.columns if c != CORRUPT])
-    rows = prepare(df, args.topic)
+    rows = with_items(prepare(df, args.topic), limits.settings)
     target = Target(args.url, args.api_key, limits.settings, args.format, fields, limits.max_batch)
     schema = result_schema(rows)
     own = [f.name for f in schema.fields[3:]]

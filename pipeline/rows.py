@@ -76,7 +76,7 @@ def to_message(
 def _to_message(
     row: dict[str, Any], now_ms: int, settings: Settings, ordinal: int
 ) -> Message | Reject:
-    topic = _text(row.get("topic"))
+    topic = text(row.get("topic"))
     if topic is None:
         return Reject("topic", "missing")
     bad_topic = _topic_reject(topic)
@@ -149,7 +149,12 @@ def _topic_reject(topic: str) -> Reject | None:
 def content_id(topic: str, item: dict[str, Any], ordinal: int) -> str:
     """A msg_id from what the row says (not where it sits in the file): the same row gives
     the same id in a retried task, a second run, or the file fixed and loaded again."""
-    content = orjson.dumps([topic, item], option=orjson.OPT_SORT_KEYS)
+    return hashed_id(orjson.dumps([topic, item], option=orjson.OPT_SORT_KEYS), ordinal)
+
+
+def hashed_id(content: bytes, ordinal: int) -> str:
+    """The msg_id of a row whose ``[topic, item]`` is ``content`` (JSON, keys sorted, no
+    spaces: what ``content_id`` hashes, and what the bulk loader's SQL writes)."""
     digest = hashlib.blake2b(content, digest_size=16).hexdigest()
     return f"bl-{digest}" if ordinal == 0 else f"bl-{digest}-{ordinal}"
 
@@ -195,8 +200,8 @@ def _zone(name: str) -> ZoneInfo | None:
 
 
 def _local_time(row: dict[str, Any], item: dict[str, Any]) -> int | Reject | None:
-    text, timezone = _text(row.get("deliver_at")), _text(row.get("timezone"))
-    if text is None:
+    when, timezone = text(row.get("deliver_at")), text(row.get("timezone"))
+    if when is None:
         return Reject("timezone", "only with deliver_at") if timezone else None
     given = [name for name in SCHEDULE_FIELDS if name in item]
     if given:
@@ -204,7 +209,7 @@ def _local_time(row: dict[str, Any], item: dict[str, Any]) -> int | Reject | Non
             "deliver_at",
             f"give one of deliver_at, {', '.join(SCHEDULE_FIELDS)} (also got {given[0]})",
         )
-    return local_to_ms(text, timezone)
+    return local_to_ms(when, timezone)
 
 
 def _integer(value: Any) -> int | None:
@@ -219,7 +224,8 @@ def _integer(value: Any) -> int | None:
     return None
 
 
-def _text(value: Any) -> str | None:
+def text(value: Any) -> str | None:
+    """A value as to_message reads text: stripped, None when empty."""
     if value is None:
         return None
     text = str(value).strip()
