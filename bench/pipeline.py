@@ -14,6 +14,7 @@ minutes, in alternating rounds (the figures are medians).
     python -m bench.pipeline load 1000000 3        # the bulk load alone: N, rounds
     python -m bench.pipeline load 1000000 3 2      # ... into ROCKTIMER_WORKERS=2
     python -m bench.pipeline report 1000000 3      # report and audit beside the scan
+    python -m bench.pipeline trees ../a . 1000000 3  # the bulk load: a's loader, then this
 """
 
 from __future__ import annotations
@@ -45,16 +46,19 @@ JOB_TIMEOUT_S = 3_600.0  # one job at 10M rows takes minutes; this only stops a 
 CEILING_BATCHES = 200  # figure 2's quick size
 
 
-def _job(*argv: str) -> dict[str, Any]:
-    """``python -m <argv>``; its last stdout line (the summary), ``wall_s`` and ``cpu_s``:
-    the CPU seconds of its processes by kind (``JobCpu``)."""
+def _job(*argv: str, tree: Path = process.ROOT) -> dict[str, Any]:
+    """``python -m <argv>`` from the code of ``tree`` (this one by default); its last
+    stdout line (the summary), ``wall_s`` and ``cpu_s``: the CPU seconds of its processes
+    by kind (``JobCpu``)."""
     started = time.monotonic()
+    env = {**os.environ, "PYTHONPATH": str(tree)}  # the executors' Python imports it too
     with subprocess.Popen(
         [sys.executable, "-m", *argv, "--master", MASTER],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        cwd=process.ROOT,
+        cwd=tree,
+        env=env,
     ) as job:
         cpu = JobCpu(job.pid)
         try:
@@ -168,9 +172,11 @@ def server_env(workers: int) -> dict[str, str] | None:
     return None if workers == 1 else {"ROCKTIMER_WORKERS": str(workers)}
 
 
-def load_round(work: Path, rows: str, r: int, workers: int = 1) -> tuple[dict[str, Any], str]:
-    """One bulk load of ``rows`` into a fresh server: the job's summary and the server's CPU
-    (its workers' with it)."""
+def load_round(
+    work: Path, rows: str, r: int | str, workers: int = 1, tree: Path = process.ROOT
+) -> tuple[dict[str, Any], str]:
+    """One bulk load of ``rows`` into a fresh server (this tree's), the loader's code from
+    ``tree``: the job's summary and the server's CPU (its workers' with it)."""
     (work / f"load-{r}").mkdir()
     with (
         process.service(work / f"load-{r}", server_env(workers)) as service,
@@ -186,6 +192,7 @@ def load_round(work: Path, rows: str, r: int, workers: int = 1) -> tuple[dict[st
             str(work / f"rejects-{r}"),
             "--url",
             f"http://{process.HOST}:{service.port}",
+            tree=tree,
         )
     return load, cpu.describe()
 
@@ -279,18 +286,7 @@ def replay_round(work: Path, bodies: dict[str, list[bytes]], r: int, workers: in
 def measure_load(n: int, rounds: int, work: Path, workers: int = 1) -> dict[str, Any]:
     """Bulk load of an N-row, 8-topic file beside the server's batch-send ceiling, in
     alternating rounds (load, ceiling, ceiling, load, …) so both see the same minutes."""
-    rows = str(work / "rows")
-    _job(
-        "pipeline.generate",
-        "--rows",
-        str(n),
-        "--out",
-        rows,
-        "--format",
-        "parquet",
-        "--topics",
-        str(TOPICS),
-    )
+    rows = generate_rows(n, work)
     bodies = replay_bodies(rows)
     loads: list[dict[str, Any]] = []
     ceilings: list[float] = []
@@ -318,6 +314,44 @@ def measure_load(n: int, rounds: int, work: Path, workers: int = 1) -> dict[str,
         "job_cpu_s": [load["cpu_s"] for load in loads],
         "load_average": [round(x, 1) for x in (*load_before, *os.getloadavg())],
     }
+
+
+def generate_rows(n: int, work: Path) -> str:
+    """The bulk load's input: N rows over ``TOPICS`` topics, Parquet."""
+    rows = str(work / "rows")
+    _job(
+        "pipeline.generate",
+        "--rows",
+        str(n),
+        "--out",
+        rows,
+        "--format",
+        "parquet",
+        "--topics",
+        str(TOPICS),
+    )
+    return rows
+
+
+def measure_trees(trees: list[Path], n: int, rounds: int, work: Path) -> dict[str, Any]:
+    """The bulk load of the same N rows with the loader of each tree (a worktree of
+    another build: its ``pipeline/``; the server is this tree's), into fresh servers, the
+    trees' order alternating each round: rows/s, the job's CPU by process, the server's."""
+    rows = generate_rows(n, work)
+    out: dict[str, Any] = {str(t): {"rates": [], "job_cpu_s": [], "server": []} for t in trees}
+    load_before = os.getloadavg()
+    for r in range(rounds):
+        for k, tree in enumerate(trees if r % 2 == 0 else trees[::-1]):
+            load, cpu = load_round(work, rows, f"{r}-{k}", tree=tree)
+            side = out[str(tree)]
+            side["rates"].append(round(load["rows"] / load["wall_s"]))
+            side["job_cpu_s"].append(load["cpu_s"])
+            side["server"].append(cpu)
+            side["counts"] = [load[kind] for kind in ("loaded", "already_present", "rejected")]
+    first, second = (out[str(t)]["rates"] for t in trees)
+    out["ratios"] = [round(b / a, 3) for a, b in zip(first, second, strict=True)]
+    out["load_average"] = [round(x, 1) for x in (*load_before, *os.getloadavg())]
+    return out
 
 
 def measure_scan(n: int, rounds: int, work: Path) -> dict[str, Any]:
@@ -418,6 +452,14 @@ def run_figure(n: int) -> list[report.Row]:
 def main() -> None:
     if sys.argv[1:2] == ["scan"]:
         scan(sys.argv[2], sys.argv[3])
+        return
+    if sys.argv[1:2] == ["trees"]:  # trees A B N ROUNDS: the loader of A against B's
+        n, rounds = int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else ROUNDS
+        trees = [Path(t).resolve() for t in sys.argv[2:4]]
+        with tempfile.TemporaryDirectory(prefix="rocktimer-bench-pipeline-") as tmp:
+            m = measure_trees(trees, n, rounds, Path(tmp))
+        for key, value in m.items():
+            print(key, orjson.dumps(value).decode())
         return
     if sys.argv[1:2] in (["load"], ["report"]):
         n, rounds = int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else ROUNDS

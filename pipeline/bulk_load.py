@@ -17,7 +17,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
@@ -28,7 +28,7 @@ from app.schemas import MSG_ID_PATTERN
 from pipeline import cli
 from pipeline.items import DUE, ITEM, LOCAL_DUE, LOCAL_PLACEHOLDER, with_items
 from pipeline.rows import COLUMNS, Message, Reject, hashed_id, local_to_ms, text, to_message
-from pipeline.sender import BatchSender, ServiceRefused
+from pipeline.sender import BatchSender, ServiceRefused, results_of
 
 FORMATS = ("parquet", "csv", "json")
 ORDINAL = "__rt_ordinal"  # internal columns, named so no input column can clash
@@ -321,23 +321,41 @@ def result_schema(rows: Any) -> Any:
     return T.StructType([*counts, *own, *texts])
 
 
-class Place(NamedTuple):
-    """A row of an Arrow batch, read as a dict only if its item is refused."""
+def row_at(batch: Any, position: int) -> dict[str, Any]:
+    """A row of an Arrow batch as ``to_message`` reads it, its numbering columns with it
+    (``Loader.add`` takes those off)."""
+    return {
+        name: batch.column(name)[position].as_py()
+        for name in batch.schema.names
+        if name not in (ITEM, DUE)
+    }
 
-    batch: Any
-    position: int
 
-    def row(self) -> dict[str, Any]:
+class Batch:
+    """A request being filled for one topic: the items, and for each its row (a dict, or
+    the Arrow batch it is in and its place there, read only if the item is refused) and the
+    deliver time it fixes (not one relative to now: a stored message with this id and
+    another time is not this row). Parallel lists: no object a row while it is on its way."""
+
+    __slots__ = ("dues", "items", "places", "rows", "size")
+
+    def __init__(self) -> None:
+        self.items: list[bytes] = []
+        self.rows: list[Any] = []  # dict, or a pyarrow RecordBatch
+        self.places: list[int] = []  # the place in that batch; -1 for a dict
+        self.dues: list[int | None] = []
+        self.size = 0
+
+    def row(self, k: int) -> dict[str, Any]:
+        """The row of item ``k``, without the numbering columns (a reject carries it)."""
+        row = self.rows[k]
+        if self.places[k] < 0:
+            return dict(row)
         return {
-            name: self.batch.column(name)[self.position].as_py()
-            for name in self.batch.schema.names
+            name: value
+            for name, value in row_at(row, self.places[k]).items()
             if name not in INTERNAL
         }
-
-
-# A row on its way (a dict, or its place when its item came ready) and the deliver time it
-# fixes.
-Sent = tuple[dict[str, Any] | Place, int | None]
 
 
 def malformed(raw: str, fmt: str, fields: int) -> str:
@@ -366,51 +384,46 @@ class Loader:
         self.tally = Tally()
         self.checked = 0  # rows through the service's checks here (``to_message``)
         self.limit = target.settings.max_request_bytes - REQUEST_SLACK_BYTES
-        self._batches: dict[str, tuple[list[bytes], list[Sent], list[int]]] = {}
+        self._batches: dict[str, Batch] = {}
         self._in_flight = in_flight
         self._pool = ThreadPoolExecutor(in_flight, thread_name_prefix="bulk-load-send")
         self._senders: queue.SimpleQueue[BatchSender] = queue.SimpleQueue()
         self._made: list[BatchSender] = []
-        self._sent: deque[tuple[Future[list[dict[str, Any]]], list[Sent]]] = deque()
+        self._sent: deque[tuple[Future[bytes], Batch]] = deque()
 
     def add_batch(self, batch: Any, now_ms: int) -> None:
-        """Every row of an Arrow batch: those with an item built in the JVM (``ITEM``) as
-        bytes, the others column by column to Python, a dict per row for its checks."""
-        import pyarrow.compute as pc
-
+        """Every row of an Arrow batch: one with an item built in the JVM (``ITEM``) as
+        bytes, any other column by column to Python, a dict a row for its checks."""
         if ITEM in batch.schema.names:
-            items = batch.column(ITEM)
-            if items.null_count < len(items):
-                self.add_ready(batch.filter(pc.is_valid(items)), now_ms)
-            if items.null_count == 0:
-                return
-            batch = batch.filter(pc.is_null(items))
+            self.add_ready(batch, now_ms)
+            return
         names = batch.schema.names
         for values in zip(*(column.to_pylist() for column in batch.columns), strict=True):
-            row = dict(zip(names, values, strict=True))
-            row.pop(ITEM, None)
-            row.pop(DUE, None)
-            self.add(row, now_ms)
+            self.add(dict(zip(names, values, strict=True)), now_ms)
 
     def add_ready(self, batch: Any, now_ms: int) -> None:
-        """Rows whose items the JVM built (``pipeline.items``), finished by ``ready_item``;
-        a row that fails what only this side checks goes through ``add`` for its reject."""
+        """The rows of a batch with ``ITEM``: an item the JVM built (``pipeline.items``) is
+        finished by ``ready_item``; a row without one, or that fails what only this side
+        checks, goes through ``add``."""
         names, n = batch.schema.names, batch.num_rows
-        dues = batch.column(DUE).to_pylist()
+        items, dues = batch.column(ITEM).to_pylist(), batch.column(DUE).to_pylist()
         ordinals = batch.column(ORDINAL).to_pylist() if ORDINAL in names else [0] * n
         local = LOCAL_DUE in dues
         whens = _column(batch, "deliver_at") if local else [None] * n
         zones = _column(batch, "timezone") if local else [None] * n
         latest = now_ms + self.target.settings.max_delay_ms
-        topics, items = batch.column("topic").to_pylist(), batch.column(ITEM).to_pylist()
+        topics = batch.column("topic").to_pylist()
         for i in range(n):
-            ready = ready_item(
-                topics[i], items[i], dues[i], ordinals[i], whens[i], zones[i], latest
-            )
+            item = items[i]
+            ready = None
+            if item is not None:
+                ready = ready_item(
+                    topics[i], item, dues[i], ordinals[i], whens[i], zones[i], latest
+                )
             if ready is None:
-                self.add(Place(batch, i).row() | _internal(batch, i), now_ms)
+                self.add(row_at(batch, i), now_ms)
             else:
-                self._queue(str(topics[i]), ready[0], Place(batch, i), ready[1])
+                self._queue(str(topics[i]), ready[0], batch, i, ready[1])
 
     def add(self, row: dict[str, Any], now_ms: int) -> None:
         """One row through the service's checks (``to_message``)."""
@@ -435,34 +448,34 @@ class Loader:
         self._queue_message(result, row)
 
     def _queue_message(self, message: Message, row: dict[str, Any]) -> None:
-        # The deliver time a row fixes (not one relative to now): a stored message with
-        # this id and another time is not this row.
         due = message.item.get("deliver_at_ms")
-        self._queue(message.topic, orjson.dumps(message.item), row, due)
+        self._queue(message.topic, orjson.dumps(message.item), row, -1, due)
 
-    def _queue(
-        self, topic: str, encoded: bytes, row: dict[str, Any] | Place, due: int | None
-    ) -> None:
-        items, rows, size = self._batches.setdefault(topic, ([], [], [0]))
-        if items and size[0] + len(encoded) > self.limit:
+    def _queue(self, topic: str, encoded: bytes, row: Any, place: int, due: int | None) -> None:
+        batch = self._batches.get(topic)
+        if batch is None:
+            batch = self._batches[topic] = Batch()
+        elif batch.items and batch.size + len(encoded) > self.limit:
             self.flush(topic)
-            items, rows, size = self._batches.setdefault(topic, ([], [], [0]))
-        items.append(encoded)
-        rows.append((row, due))
-        size[0] += len(encoded) + 1
-        if len(items) >= self.target.max_batch:
+            batch = self._batches[topic] = Batch()
+        batch.items.append(encoded)
+        batch.rows.append(row)
+        batch.places.append(place)
+        batch.dues.append(due)
+        batch.size += len(encoded) + 1
+        if len(batch.items) >= self.target.max_batch:
             self.flush(topic)
 
     def flush(self, topic: str | None = None) -> None:
         """Send the batch of ``topic`` (of every topic if None); waits for the oldest batch
         on its way when ``in_flight`` are."""
         for name in [topic] if topic is not None else list(self._batches):
-            items, rows, _ = self._batches.pop(name, ([], [], [0]))
-            if not items:
+            batch = self._batches.pop(name, None)
+            if batch is None or not batch.items:
                 continue
             while len(self._sent) >= self._in_flight:
                 self._settle(*self._sent.popleft())
-            self._sent.append((self._pool.submit(self._send, name, items), rows))
+            self._sent.append((self._pool.submit(self._send, name, batch.items), batch))
 
     def finish(self) -> None:
         """Send what is left and wait for every answer."""
@@ -477,7 +490,7 @@ class Loader:
         for sender in self._made:
             sender.close()
 
-    def _send(self, topic: str, items: list[bytes]) -> list[dict[str, Any]]:
+    def _send(self, topic: str, items: list[bytes]) -> bytes:
         """On a pool thread: one request on a connection no other thread uses meanwhile."""
         try:
             sender = self._senders.get_nowait()
@@ -485,21 +498,27 @@ class Loader:
             sender = BatchSender(self.target.url, self.target.api_key)
             self._made.append(sender)
         try:
-            return sender.send(topic, items)
+            return sender.post(topic, items)
         finally:
             self._senders.put(sender)
 
-    def _settle(self, pending: Future[list[dict[str, Any]]], rows: list[Sent]) -> None:
-        for result, (sent, due) in zip(pending.result(), rows, strict=True):
-            status = result["status"]
+    def _settle(self, pending: Future[bytes], batch: Batch) -> None:
+        answer = pending.result()
+        n = len(batch.items)
+        if answer.count(b'"status":201,') + answer.count(b'"status":201}') == n:
+            self.tally.counts["loaded", None] += n  # every item created: nothing to read
+            return
+        results = results_of(answer)
+        if len(results) != n:
+            raise ServiceRefused(f"the service answered {len(results)} results for {n} items")
+        for k, result in enumerate(results):
+            status, due = result["status"], batch.dues[k]
             if status == 201:
                 self.tally.counts["loaded", None] += 1
-                continue
-            row = sent.row() if isinstance(sent, Place) else sent
-            if status == 200 and due is not None and result.get("deliver_at_ms") != due:
+            elif status == 200 and due is not None and result.get("deliver_at_ms") != due:
                 stored = result.get("deliver_at_ms")
                 self.tally.reject(
-                    row,
+                    batch.row(k),
                     "msg_id",
                     f"differs from the stored message: due at {stored}, this row at {due} (200)",
                 )
@@ -507,7 +526,7 @@ class Loader:
                 self.tally.counts["already_present", None] += 1
             else:
                 field, reason = _split(str(result.get("error") or f"HTTP {status}"))
-                self.tally.reject(row, field, f"{reason} ({status})")
+                self.tally.reject(batch.row(k), field, f"{reason} ({status})")
 
 
 def ready_item(
@@ -543,15 +562,6 @@ def _column(batch: Any, name: str) -> list[Any]:
     if name in batch.schema.names:
         return list(batch.column(name).to_pylist())
     return [None] * batch.num_rows
-
-
-def _internal(batch: Any, index: int) -> dict[str, Any]:
-    """The numbering columns of a row (``add`` reads them)."""
-    return {
-        name: batch.column(name)[index].as_py()
-        for name in (ORDINAL, CONFLICT)
-        if name in batch.schema.names
-    }
 
 
 def _split(error: str) -> tuple[str, str]:
@@ -688,7 +698,7 @@ def load_all(
     rejected)`` is called in the tasks (an accumulator's add) as their rows settle."""
     df = read_input(spark, args.input, args.format)
     fields = len([c for c in df.columns if c != CORRUPT])
-    rows = with_items(prepare(df, args.topic), limits.settings)
+    rows = with_items(prepare(df, args.topic), limits.settings, map_json=_string_map(df))
     target = Target(args.url, args.api_key, limits.settings, args.format, fields, limits.max_batch)
     schema = result_schema(rows)
     own = [f.name for f in schema.fields[3:]]
@@ -727,6 +737,18 @@ def load_all(
     finally:
         results.unpersist()
     return totals
+
+
+def _string_map(df: Any) -> bool:
+    """The input's properties are a map of strings (``prepare`` writes it as JSON)."""
+    from pyspark.sql import types as T
+
+    kind = next((f.dataType for f in df.schema.fields if f.name == "properties"), None)
+    return (
+        isinstance(kind, T.MapType)
+        and isinstance(kind.keyType, T.StringType)
+        and isinstance(kind.valueType, T.StringType)
+    )
 
 
 def _refusal(exc: Exception) -> str | None:

@@ -36,6 +36,7 @@ from workers.rules.tagfilter import TAG_MAX
 
 ITEM = "__rt_item"
 DUE = "__rt_due"
+_OK, _PARSED = "__rt_ok", "__rt_parsed"  # internal to with_items
 LOCAL_DUE = -1  # DUE of a row with a local time: the executor computes the instant
 LOCAL_PLACEHOLDER = b'"deliver_at_ms":-1'  # its place in the item (only a key can match)
 MAX_PROPERTY_CHARS = 4096  # SendMessage.properties' values
@@ -54,16 +55,21 @@ def java_pattern(pattern: str) -> str:
     return pattern.removesuffix("$") + r"\z"
 
 
-def with_items(rows: Any, settings: Settings) -> Any:
-    """``rows`` with ``ITEM`` and ``DUE`` (see the module). The session reads a JSON object
-    with a key twice as its last value, as ``orjson`` does (``mapKeyDedupPolicy``)."""
+def with_items(rows: Any, settings: Settings, map_json: bool = False) -> Any:
+    """``rows`` with ``ITEM`` and ``DUE`` (see the module); ``map_json``: the properties
+    are Spark's JSON of a map of strings (``prepare`` of a Parquet map). The session reads
+    a JSON object with a key twice as its last value, as ``orjson`` does
+    (``mapKeyDedupPolicy``)."""
     from pyspark.sql import functions as F
 
     rows.sparkSession.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
     c = _Columns(rows.schema)
+    if c.is_text("properties"):  # parsed once, for its checks and the item
+        rows = rows.withColumn(_PARSED, F.from_json("properties", "map<string,string>"))
+        c = _Columns(rows.schema)
     checks = c.fields(settings)
     at, delay, level, local = c.schedule(settings, checks)
-    properties = c.properties(settings, checks)
+    properties = c.properties(settings, checks, map_json)
     fields = {
         "body": c.col("body") if c.is_text("body") else c.null,
         "body_encoding": c.value("body_encoding"),
@@ -75,10 +81,13 @@ def with_items(rows: Any, settings: Settings) -> Any:
     }
     ordered = [c.value("msg_id").alias("msg_id")]
     ordered += [fields[name].alias(name) for name in sorted(fields)]
-    ok = _all(F, checks)
+    # One verdict a row (a column of its own: both columns below read it).
+    rows = rows.withColumn(_OK, _all(F, checks))
     item = F.to_json(F.struct(*ordered), {"ignoreNullFields": "true"}).cast("binary")
-    return rows.withColumn(ITEM, F.when(ok, item)).withColumn(
-        DUE, F.when(ok, fields["deliver_at_ms"])
+    return (
+        rows.withColumn(ITEM, F.when(F.col(_OK), item))
+        .withColumn(DUE, F.when(F.col(_OK), fields["deliver_at_ms"]))
+        .drop(_OK, _PARSED)
     )
 
 
@@ -205,7 +214,7 @@ class _Columns:
         checks.append(local | ~self.given("timezone"))
         return at, delay, level, local
 
-    def properties(self, settings: Settings, checks: list[Any]) -> Any:
+    def properties(self, settings: Settings, checks: list[Any], map_json: bool) -> Any:
         """The properties sorted by key (as the content id hashes them) and their checks:
         a JSON object of strings exactly as Spark writes one (no key twice, no other
         spacing, no number), within the limits."""
@@ -215,30 +224,33 @@ class _Columns:
             checks.append(~self.given("properties"))
             return self.null
         text = F.col("properties")
-        parsed = F.from_json(text, "map<string,string>")
+        parsed = F.col(_PARSED)
+        # Spark's own JSON of a map of strings needs no second look; other text must be
+        # exactly what Spark would write of it (no number read as text, no other spacing).
+        canonical = F.lit(True) if map_json else F.to_json(parsed) == text
         checks.append(
             ~self.given("properties")
             | (
                 parsed.isNotNull()
-                & (F.to_json(parsed) == text)
+                & canonical
+                # no value longer than allowed: none can be, the whole is no longer
+                & (F.octet_length(text) <= MAX_PROPERTY_CHARS)
+                & (F.instr(text, '":null') == 0)  # no null value (a string has \" before)
                 & ~text.rlike(_ESCAPED_OTHERWISE)
                 & (F.size(parsed) <= settings.max_properties)
-                & F.forall(
-                    F.map_values(parsed),
-                    lambda v: v.isNotNull() & (F.char_length(v) <= MAX_PROPERTY_CHARS),
-                )
             )
         )
         return F.when(
-            self.given("properties"), F.map_from_entries(F.array_sort(F.map_entries(parsed)))
+            self.given("properties"), F.map_from_entries(F.sort_array(F.map_entries(parsed)))
         )
 
 
 def _all(F: Any, conditions: list[Any]) -> Any:
-    out = F.lit(True)
-    for c in conditions:
-        out = out & F.coalesce(c, F.lit(False))
-    return out
+    """Every condition true (one unknown, null, is a no)."""
+    out = conditions[0]
+    for c in conditions[1:]:
+        out = out & c
+    return F.coalesce(out, F.lit(False))
 
 
 def _any(F: Any, conditions: list[Any]) -> Any:

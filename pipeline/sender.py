@@ -67,6 +67,10 @@ class BatchSender:
 
     def send(self, topic: str, items: list[bytes]) -> list[dict[str, Any]]:
         """``items``: each message already JSON-encoded; the item results, in order."""
+        return results_of(self.post(topic, items))
+
+    def post(self, topic: str, items: list[bytes]) -> bytes:
+        """``send``'s request; the answer's bytes (a 200's: ``{"results": [...]}``)."""
         path = f"{self._prefix}/v1/topics/{quote(topic, safe='')}/messages/batch"
         body = b'{"messages":[' + b",".join(items) + b"]}"
         failures, waited = 0, 0.0
@@ -79,8 +83,7 @@ class BatchSender:
                 waited = self._wait(waited, backoff_s(failures, self._rng), f"connection: {exc}")
                 continue
             if status == 200:
-                results: list[dict[str, Any]] = orjson.loads(data)["results"]
-                return results
+                return data
             if status in RETRYABLE or status >= 500:
                 failures += 1
                 wait = retry_after_s(retry_after) if status in RETRYABLE else None
@@ -114,6 +117,12 @@ class BatchSender:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def results_of(answer: bytes) -> list[dict[str, Any]]:
+    """The item results of a batch's 200 answer."""
+    results: list[dict[str, Any]] = orjson.loads(answer)["results"]
+    return results
 
 
 def _detail(data: bytes) -> str:

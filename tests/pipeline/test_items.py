@@ -65,7 +65,8 @@ TEXT_ROWS: list[tuple[dict[str, Any], bool]] = [
     ({"body": "vertical\x0btab"}, False),  # escaped otherwise by Spark: Python builds it
     ({"body": "x", "properties": '{"b":"2","a":"1"}'}, True),
     ({"body": "x", "properties": "{}"}, True),
-    ({"body": "x", "properties": '{"k":"' + "v" * 4096 + '"}'}, True),
+    ({"body": "x", "properties": '{"k":"' + "v" * 4080 + '"}'}, True),
+    ({"body": "x", "properties": '{"k":"' + "v" * 4096 + '"}'}, False),  # valid: over 4096 B
     ({"body": "x", "properties": '{"k":"' + "v" * 4097 + '"}'}, False),
     ({"body": "x", "properties": '{"a":"1","b":"2","c":"3"}'}, False),
     ({"body": "x", "properties": '{ "a": "1" }'}, False),  # valid, not as Spark writes it
