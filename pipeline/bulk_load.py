@@ -117,11 +117,13 @@ def require_parquet(path: str, master: str) -> None:
             raise cli.JobError(f"{name}: not a Parquet file (give its --format)")
 
 
-def prepare(df: Any, topic: str | None, tasks: int | None = None) -> Any:
+def prepare(df: Any, topic: str | None, tasks: int | None = None, string_maps: bool = False) -> Any:
     """Check the columns, make them Arrow-friendly and lay the rows out over ``tasks``
     tasks (``number``; by default ``TASKS_PER_SLOT`` a slot of the cluster): each row
     marked with its rank among identical id-less rows and, when an earlier row of the
-    input has its msg_id with other content, that row's number."""
+    input has its msg_id with other content, that row's number. A map, a struct or an
+    array becomes its JSON text, except with ``string_maps`` a map of strings (Parquet's
+    properties), which ``pipeline.items.with_items`` reads as it is and writes as text."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -135,6 +137,8 @@ def prepare(df: Any, topic: str | None, tasks: int | None = None) -> Any:
     df = with_topic(df, topic)
     keep = (T.StringType, T.IntegralType, T.FractionalType, T.BooleanType)
     for field in df.schema.fields:
+        if string_maps and _string_map(field.dataType):
+            continue
         if isinstance(field.dataType, T.MapType | T.StructType | T.ArrayType):
             df = df.withColumn(field.name, F.to_json(field.name))
         elif not isinstance(field.dataType, keep):
@@ -168,8 +172,13 @@ def number(df: Any, tasks: int) -> Any:
     tasks are even whatever the topics' sizes."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
-    content = [c for c in df.columns if c != CORRUPT]
+    content = [
+        F.to_json(f.name) if isinstance(f.dataType, T.MapType) else F.col(f.name)
+        for f in df.schema.fields
+        if f.name != CORRUPT
+    ]
     has_id = F.lit(False)
     if "msg_id" in df.columns:
         # An id the service refuses is that row's reject, whatever other rows hold.
@@ -177,7 +186,7 @@ def number(df: Any, tasks: int) -> Any:
         no_id = F.coalesce(F.col("msg_id").cast("string"), F.lit("")) == ""
     else:
         no_id = F.lit(True)
-    digest = F.xxhash64(*content, *[F.col(c).isNull() for c in content])
+    digest = F.xxhash64(*content, *[c.isNull() for c in content])
     df = (
         df.withColumn(_POS, F.monotonically_increasing_id())
         .withColumn(_HASH, digest)
@@ -698,7 +707,7 @@ def load_all(
     rejected)`` is called in the tasks (an accumulator's add) as their rows settle."""
     df = read_input(spark, args.input, args.format)
     fields = len([c for c in df.columns if c != CORRUPT])
-    rows = with_items(prepare(df, args.topic), limits.settings, map_json=_string_map(df))
+    rows = with_items(prepare(df, args.topic, string_maps=True), limits.settings)
     target = Target(args.url, args.api_key, limits.settings, args.format, fields, limits.max_batch)
     schema = result_schema(rows)
     own = [f.name for f in schema.fields[3:]]
@@ -739,11 +748,10 @@ def load_all(
     return totals
 
 
-def _string_map(df: Any) -> bool:
-    """The input's properties are a map of strings (``prepare`` writes it as JSON)."""
+def _string_map(kind: Any) -> bool:
+    """``kind`` is a map of strings."""
     from pyspark.sql import types as T
 
-    kind = next((f.dataType for f in df.schema.fields if f.name == "properties"), None)
     return (
         isinstance(kind, T.MapType)
         and isinstance(kind.keyType, T.StringType)

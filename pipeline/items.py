@@ -55,21 +55,27 @@ def java_pattern(pattern: str) -> str:
     return pattern.removesuffix("$") + r"\z"
 
 
-def with_items(rows: Any, settings: Settings, map_json: bool = False) -> Any:
-    """``rows`` with ``ITEM`` and ``DUE`` (see the module); ``map_json``: the properties
-    are Spark's JSON of a map of strings (``prepare`` of a Parquet map). The session reads
-    a JSON object with a key twice as its last value, as ``orjson`` does
-    (``mapKeyDedupPolicy``)."""
+def with_items(rows: Any, settings: Settings) -> Any:
+    """``rows`` with ``ITEM`` and ``DUE`` (see the module). Properties as a map of strings
+    (``prepare(..., string_maps=True)``) are read as they are and become their JSON text,
+    as ``prepare`` writes any other; properties as text are parsed once, a key given twice
+    its last value, as ``orjson`` reads it (the session's ``mapKeyDedupPolicy``)."""
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
     rows.sparkSession.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
-    c = _Columns(rows.schema)
-    if c.is_text("properties"):  # parsed once, for its checks and the item
+    kind = {f.name: f.dataType for f in rows.schema.fields}.get("properties")
+    native = isinstance(kind, T.MapType)
+    if native:  # the text: what the executor and the rejects read, and its checks
+        rows = rows.withColumn(_PARSED, F.col("properties")).withColumn(
+            "properties", F.to_json("properties")
+        )
+    elif isinstance(kind, T.StringType):  # parsed once, for its checks and the item
         rows = rows.withColumn(_PARSED, F.from_json("properties", "map<string,string>"))
-        c = _Columns(rows.schema)
+    c = _Columns(rows.schema)
     checks = c.fields(settings)
     at, delay, level, local = c.schedule(settings, checks)
-    properties = c.properties(settings, checks, map_json)
+    properties = c.properties(settings, checks, native)
     fields = {
         "body": c.col("body") if c.is_text("body") else c.null,
         "body_encoding": c.value("body_encoding"),
@@ -214,7 +220,7 @@ class _Columns:
         checks.append(local | ~self.given("timezone"))
         return at, delay, level, local
 
-    def properties(self, settings: Settings, checks: list[Any], map_json: bool) -> Any:
+    def properties(self, settings: Settings, checks: list[Any], native: bool) -> Any:
         """The properties sorted by key (as the content id hashes them) and their checks:
         a JSON object of strings exactly as Spark writes one (no key twice, no other
         spacing, no number), within the limits."""
@@ -225,9 +231,13 @@ class _Columns:
             return self.null
         text = F.col("properties")
         parsed = F.col(_PARSED)
-        # Spark's own JSON of a map of strings needs no second look; other text must be
-        # exactly what Spark would write of it (no number read as text, no other spacing).
-        canonical = F.lit(True) if map_json else F.to_json(parsed) == text
+        # Spark's own JSON of a map of strings needs no second look (but a key twice, which
+        # a map read from a file may hold: to_json writes both); other text must be exactly
+        # what Spark would write of it (no number read as text, no other spacing).
+        keys = F.map_keys(parsed)
+        canonical = (
+            F.size(F.array_distinct(keys)) == F.size(keys) if native else F.to_json(parsed) == text
+        )
         checks.append(
             ~self.given("properties")
             | (

@@ -159,7 +159,9 @@ def _frame(spark: Any, rows: list[tuple[dict[str, Any], bool]], schema: str) -> 
 
 def _arrow(spark: Any, df: Any) -> pa.Table:
     """The rows as the loader's tasks get them: prepared, with their items, in one task."""
-    table: pa.Table = with_items(bulk_load.prepare(df, None, tasks=1), SETTINGS).toArrow()
+    table: pa.Table = with_items(
+        bulk_load.prepare(df, None, tasks=1, string_maps=True), SETTINGS
+    ).toArrow()
     return table
 
 
