@@ -1,6 +1,10 @@
 """``python -m pipeline.bulk_load``: validate rows with the service's own checks, send the
 valid ones through the batch API from the executors, write the rest as rejects.
 
+The JVM builds the item of each row it finds surely valid (``pipeline.items``): an
+executor's Python then only finishes those bytes (``ready_item``), sends them and settles
+the answers; every other row goes through ``rows.to_message``, the service's checks.
+
 Every row ends as exactly one of loaded (201), already_present (200: this id was sent
 before, by an earlier run or a retried task) or rejected (a check here or the service
 refused the item), so ``loaded + already_present + rejected == rows``.
@@ -12,6 +16,7 @@ import csv
 import http.client
 import os
 import queue
+import re
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -561,9 +566,21 @@ def ready_item(
     if due is not None and due > latest:
         return None
     if not item.startswith(b'{"msg_id":'):
+        if b"\\u" in item:  # a control character: its escape as orjson writes it
+            item = _ESCAPE.sub(_orjson_escape, item)
         content = b'["%s",%s]' % (str(topic).encode(), item)
         item = b'{"msg_id":"%s",%s' % (hashed_id(content, ordinal or 0).encode(), item[1:])
     return item, due
+
+
+# An escape in Spark's JSON: ``\\`` and ``\"`` taken whole, so a ``u`` after an escaped
+# backslash is text. Spark writes ``\u001F`` where orjson writes ``\u001f`` (the only
+# difference between the two): the content id hashes orjson's bytes.
+_ESCAPE = re.compile(rb"\\(u[0-9A-Fa-f]{4}|.)")
+
+
+def _orjson_escape(match: re.Match[bytes]) -> bytes:
+    return match.group(0).lower()
 
 
 def _column(batch: Any, name: str) -> list[Any]:

@@ -40,9 +40,6 @@ _OK, _PARSED = "__rt_ok", "__rt_parsed"  # internal to with_items
 LOCAL_DUE = -1  # DUE of a row with a local time: the executor computes the instant
 LOCAL_PLACEHOLDER = b'"deliver_at_ms":-1'  # its place in the item (only a key can match)
 MAX_PROPERTY_CHARS = 4096  # SendMessage.properties' values
-# What Spark's JSON writer escapes other than orjson (upper- against lower-case hex): a row
-# holding one is left to the executor, so an item's bytes, and a content id, never differ.
-_ESCAPED_OTHERWISE = r"[\x0b\x0e\x0f\x1a-\x1f]"
 _BASE64 = r"^[A-Za-z0-9+/]*={0,2}\z"  # binascii's alphabet (validate=True), padding at the end
 # A tag every filter can name: printable ASCII but space, '|' and '*' (TAG_MAX of them).
 _TAG = rf"^[\x21-\x29\x2b-\x7b\x7d\x7e]{{1,{TAG_MAX}}}\z"
@@ -180,7 +177,6 @@ class _Columns:
         # within the limit.
         body, encoding = self.col("body"), self.col("body_encoding")
         checks.append(F.lit(self.is_text("body")) & body.isNotNull())
-        checks.append(~body.rlike(_ESCAPED_OTHERWISE))
         checks.append(self.text_or_absent("body_encoding"))
         size = F.octet_length(body)
         decoded = F.floor(size / 4) * 3 - (size - F.octet_length(F.rtrim(body, F.lit("="))))
@@ -246,7 +242,6 @@ class _Columns:
                 # no value longer than allowed: none can be, the whole is no longer
                 & (F.octet_length(text) <= MAX_PROPERTY_CHARS)
                 & (F.instr(text, '":null') == 0)  # no null value (a string has \" before)
-                & ~text.rlike(_ESCAPED_OTHERWISE)
                 & (F.size(parsed) <= settings.max_properties)
             )
         )

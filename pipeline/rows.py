@@ -1,9 +1,10 @@
 """One input row of a bulk load → a message for the batch API, or a reject (field, reason).
 
 The checks are the service's own (``SendMessage`` and ``to_record``, imported), run in the
-executors before anything is sent; what only a loader has is here: CSV's text numbers,
-properties as a JSON string, local wall-clock times with a time zone, and the ids for rows
-that come without one.
+executors before anything is sent, for every row whose item the JVM did not build
+(``pipeline/items.py`` builds those it finds surely valid, and words no reject); what only
+a loader has is here: CSV's text numbers, properties as a JSON string, local wall-clock
+times with a time zone, and the ids for rows that come without one.
 
 Local times (``deliver_at`` without an offset + ``timezone``) follow java.time's rule, the
 one Spark and most schedulers use: a time that does not exist (the spring-forward gap) is

@@ -62,7 +62,9 @@ TEXT_ROWS: list[tuple[dict[str, Any], bool]] = [
     ({"body": "é" * 33}, False),  # 66 bytes: over the limit
     ({"body": ""}, True),
     ({"body": 'üñí 😀 \u2028 " \\ / \t\n\r\b\f \x7f \x80'}, True),
-    ({"body": "vertical\x0btab"}, False),  # escaped otherwise by Spark: Python builds it
+    ({"body": "vertical\x0btab"}, True),  # Spark escapes it \u000B, orjson \u000b
+    ({"body": "\\u001F text, \x1f \\\x1b"}, True),  # and a backslash, then "u001F"
+    ({"msg_id": "esc", "body": "\x1e"}, True),
     ({"body": "x", "properties": '{"b":"2","a":"1"}'}, True),
     ({"body": "x", "properties": "{}"}, True),
     ({"body": "x", "properties": '{"k":"' + "v" * 4080 + '"}'}, True),
