@@ -184,20 +184,18 @@ def number(df: Any, tasks: int) -> Any:
         for f in df.schema.fields
         if f.name != CORRUPT
     ]
-    has_id = F.lit(False)
-    if "msg_id" in df.columns:
-        # An id the service refuses is that row's reject, whatever other rows hold.
-        has_id = F.coalesce(F.col("msg_id").cast("string").rlike(MSG_ID_PATTERN), F.lit(False))
-        no_id = F.coalesce(F.col("msg_id").cast("string"), F.lit("")) == ""
-    else:
-        no_id = F.lit(True)
+    # A file without the msg_id column: every row's id is its content's.
+    msg_id = (F.col("msg_id") if "msg_id" in df.columns else F.lit(None)).cast("string")
+    # An id the service refuses is that row's reject, whatever other rows hold.
+    has_id = F.coalesce(msg_id.rlike(MSG_ID_PATTERN), F.lit(False))
+    no_id = F.coalesce(msg_id, F.lit("")) == ""
     digest = F.xxhash64(*content, *[c.isNull() for c in content])
     df = (
         df.withColumn(_POS, F.monotonically_increasing_id())
         .withColumn(_HASH, digest)
         .withColumn(
             _KEY,
-            F.when(has_id, F.col("msg_id").cast("string")).when(
+            F.when(has_id, msg_id).when(
                 no_id, F.concat(F.lit("\x00"), F.col(_HASH).cast("string"))
             ),
         )

@@ -108,6 +108,13 @@ class _Columns:
 
         return F.col(name) if name in self.types else self.null
 
+    def text(self, name: str) -> Any:
+        """A text column; null text for any other (its checks then fail, and no string
+        function is given a number)."""
+        from pyspark.sql import functions as F
+
+        return F.col(name) if self.is_text(name) else self.null.cast("string")
+
     def is_text(self, name: str) -> bool:
         from pyspark.sql import types as T
 
@@ -164,7 +171,7 @@ class _Columns:
         else:
             checks.append(F.lit(False))
         # msg_id: the pattern, and a URL can name it.
-        msg_id = self.col("msg_id")
+        msg_id = self.text("msg_id")
         checks.append(
             ~self.given("msg_id")
             | (
@@ -175,7 +182,7 @@ class _Columns:
         )
         # body: text; utf8 within the limit, or base64 in its alphabet, padded, decoded
         # within the limit.
-        body, encoding = self.col("body"), self.col("body_encoding")
+        body, encoding = self.text("body"), self.text("body_encoding")
         checks.append(F.lit(self.is_text("body")) & body.isNotNull())
         checks.append(self.text_or_absent("body_encoding"))
         size = F.octet_length(body)
@@ -188,7 +195,7 @@ class _Columns:
         )
         # tag: one every tag filter can name.
         checks.append(
-            ~self.given("tag") | (F.lit(self.is_text("tag")) & self.col("tag").rlike(_TAG))
+            ~self.given("tag") | (F.lit(self.is_text("tag")) & self.text("tag").rlike(_TAG))
         )
         return checks
 

@@ -652,3 +652,19 @@ def test_a_conflicts_place_becomes_the_same_row_number_in_the_summary_and_the_re
     expected = [bulk_load.CONFLICT_REASON.format(row=n) for n in (4, 8)] + ["msg_id: other"]
     assert [bulk_load.numbered_reason(r, before) for r in reasons] == expected
     assert [r[0] for r in column] == expected
+
+
+@pytest.mark.slow
+def test_a_file_without_a_msg_id_column_loads(
+    spark: Any, service: Server, topic: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No msg_id column: every row's id is its content's, two identical rows two messages."""
+    path = tmp_path / "in.csv"
+    rows = "".join(f"{topic},{body},{HOUR_MS}\n" for body in ("same", "same", "other"))
+    path.write_text(f"topic,body,delay_ms\n{rows}")
+    before = _pending(service)
+
+    summary = _load(service, path, "csv", tmp_path / "rejects", capsys)
+
+    assert (summary["rows"], summary["loaded"], summary["rejected"]) == (3, 3, 0)
+    assert _pending(service) == before + 3

@@ -142,6 +142,23 @@ TYPED_ROWS: list[tuple[dict[str, Any], bool]] = [
 ]
 
 
+# Columns of other types, as JSON Lines may give them: a number for a topic is its text
+# to the service; any other non-text value is the service's to refuse (or read).
+OTHER_SCHEMA = "topic long, msg_id long, body string, tag boolean, delay_ms double"
+OTHER_ROWS: list[tuple[dict[str, Any], bool]] = [
+    ({"topic": 5, "body": "x"}, True),
+    ({"topic": 6, "body": "x", "msg_id": 7}, False),
+    ({"topic": 6, "body": "x", "tag": True}, False),
+    ({"topic": 6, "body": "x", "delay_ms": 60000.0}, False),  # a whole number: valid
+    ({"topic": 6, "body": "x", "delay_ms": 1.5}, False),
+]
+NUMBER_BODY_SCHEMA = "topic string, body long, body_encoding long"
+NUMBER_BODY_ROWS: list[tuple[dict[str, Any], bool]] = [
+    ({"body": 5}, False),
+    ({"body": 6, "body_encoding": 1}, False),
+]
+
+
 def _unique(rows: list[tuple[dict[str, Any], bool]]) -> list[tuple[dict[str, Any], bool]]:
     """The rows with each body "x" made its own ("x0", "x1", …): a row is found by its body."""
     return [
@@ -150,7 +167,7 @@ def _unique(rows: list[tuple[dict[str, Any], bool]]) -> list[tuple[dict[str, Any
     ]
 
 
-TEXT_ROWS, TYPED_ROWS = _unique(TEXT_ROWS), _unique(TYPED_ROWS)
+TEXT_ROWS, TYPED_ROWS, OTHER_ROWS = _unique(TEXT_ROWS), _unique(TYPED_ROWS), _unique(OTHER_ROWS)
 
 
 def _frame(spark: Any, rows: list[tuple[dict[str, Any], bool]], schema: str) -> Any:
@@ -181,13 +198,21 @@ def _verdicts(table: pa.Table) -> Iterator[tuple[dict[str, Any], Any, Message | 
         ready = None
         if item is not None:
             ready = bulk_load.ready_item(
-                row["topic"], item, due, ordinal, row["deliver_at"], row["timezone"], latest
+                row["topic"], item, due, ordinal, row.get("deliver_at"), row.get("timezone"), latest
             )
             assert ready is not None or not isinstance(expected, Message), row
         yield row, (item, ready), expected
 
 
-@pytest.mark.parametrize(("rows", "schema"), [(TEXT_ROWS, TEXT_SCHEMA), (TYPED_ROWS, TYPED_SCHEMA)])
+@pytest.mark.parametrize(
+    ("rows", "schema"),
+    [
+        (TEXT_ROWS, TEXT_SCHEMA),
+        (TYPED_ROWS, TYPED_SCHEMA),
+        (OTHER_ROWS, OTHER_SCHEMA),
+        (NUMBER_BODY_ROWS, NUMBER_BODY_SCHEMA),
+    ],
+)
 def test_an_item_built_in_sql_is_the_services_item_with_the_same_id(
     spark: Any, rows: list[tuple[dict[str, Any], bool]], schema: str
 ) -> None:
@@ -200,7 +225,7 @@ def test_an_item_built_in_sql_is_the_services_item_with_the_same_id(
         if ready is None:
             continue  # to_message's to decide (its verdict is what the loader takes)
         assert isinstance(expected, Message), (row, expected)
-        assert expected.topic == row["topic"]
+        assert expected.topic == str(row["topic"])
         assert orjson.loads(ready[0]) == expected.item, row
         assert ready[1] == expected.item.get("deliver_at_ms")
     # Every row the table says the SQL builds, it does (and no other).
