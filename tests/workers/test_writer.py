@@ -630,6 +630,73 @@ def test_meta_values_kept_across_batches_are_what_the_commits_left(
     assert read(b"r1") is None
 
 
+def test_inflight_records_kept_from_recent_batches_are_what_the_commits_left(
+    writer: Writer, store: RecordingStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The in-flight records the writer's recent batches wrote (a receive's lot, read back
+    by its ack a round later) are read without a store read, by ``get``, ``get_many`` and
+    ``get_seqs``; what a batch reads is what the commits before it left: a put, a delete,
+    an op rolled back, a commit that failed, a record older than the kept generations."""
+    reads: list[bytes] = []
+    for name in ("get", "get_many", "scan"):
+        original = getattr(store, name)
+
+        def counted(cf: str, *args: Any, original: Any = original) -> Any:
+            if cf == CF.INFLIGHT:
+                reads.append(args[0] if isinstance(args[0], bytes) else b"many")
+            return original(cf, *args)
+
+        monkeypatch.setattr(store, name, counted)
+    slot = keys.inflight_prefix("t", "g")
+    lot = [slot + keys.u64(seq) for seq in range(10)]
+
+    def read(key: bytes) -> tuple[bytes | None, list[bytes | None], list[bytes | None]]:
+        return call(
+            writer,
+            lambda txn: (
+                txn.get(CF.INFLIGHT, key),
+                txn.get_many(CF.INFLIGHT, [key]),
+                txn.get_seqs(CF.INFLIGHT, slot, range(10)),
+            ),
+            durable=False,
+        )
+
+    call(writer, lambda txn: txn.put_many(CF.INFLIGHT, [(k, b"held") for k in lot]), durable=False)
+    assert read(lot[0]) == (b"held", [b"held"], [b"held"] * 10)
+    assert reads == []  # kept: not read from the store
+
+    def put_then_fail(txn: Txn) -> None:
+        txn.put(CF.INFLIGHT, lot[0], b"rolled back")
+        raise RocktimerError("refused")
+
+    with pytest.raises(RocktimerError):
+        call(writer, put_then_fail, durable=False)
+    assert read(lot[0])[0] == b"held"
+    call(writer, put_op(CF.INFLIGHT, lot[0], b"acked"), durable=False)
+    assert read(lot[0]) == (b"acked", [b"acked"], [b"acked"] + [b"held"] * 9)
+    call(writer, lambda txn: txn.delete(CF.INFLIGHT, lot[1]), durable=False)
+    assert read(lot[1])[0] is None
+    assert reads == []
+    store.fail_writes = 1
+    with pytest.raises(StorageError):
+        call(writer, put_op(CF.INFLIGHT, lot[0], b"not written"), durable=False)
+    assert read(lot[0]) == (b"acked", [b"acked"], [b"acked", None] + [b"held"] * 8)
+    assert reads  # forgotten with the failed commit: read from the store, as it is
+
+    reads.clear()
+    monkeypatch.setattr(writer._inflight, "limit", 4)  # two generations of 4 keys at most
+    for i in range(12):
+        call(writer, put_op(CF.INFLIGHT, slot + keys.u64(100 + i), b"%d" % i), durable=False)
+
+    def get(key: bytes) -> bytes | None:
+        return call(writer, lambda txn: txn.get(CF.INFLIGHT, key), durable=False)
+
+    assert [get(slot + keys.u64(100 + i)) for i in range(8, 12)] == [b"8", b"9", b"10", b"11"]
+    assert reads == []
+    assert get(slot + keys.u64(100)) == b"0"  # past both generations: the store's
+    assert reads
+
+
 def test_stop_finishes_queued_ops_then_refuses_new_ones(writer: Writer) -> None:
     gate = Gate()
     held: concurrent.futures.Future[None] = concurrent.futures.Future()
