@@ -18,48 +18,9 @@ SCAN_MIN_SEQS = 8
 # The meta values a writer keeps between batches (Txn, meta): past this many keys it
 # starts again from empty (a cursor, a lane end and a group's counts each take one).
 META_CACHE_KEYS = 65_536
-# The in-flight records a writer keeps from its recent batches (Recent): a generation of
-# this many keys, and the one before it (~50 bytes a record: a few MiB at most).
-RECENT_KEYS = 16_384
 _HAS_ANY_PAGE = 64  # keys read at a time by has_any
 # undo log length, range deletes, pending delta, staged events (storage/events.py)
 Savepoint = tuple[int, int, int, tuple[int, int]]
-
-
-class Recent:
-    """The values a writer's recent commits left in one column family (key -> value, None:
-    deleted), in two generations of at most ``limit`` keys: the newer one is searched
-    first, and once it is full it becomes the older one (the older one forgotten). A key
-    in neither is read from the store. Only for a column family that the writer alone
-    writes, never with a range delete: each commit adds what it wrote to it (``update``),
-    a commit that failed empties it, and so it always says what the store holds.
-
-    Kept for the in-flight records: a receive writes its lot's, and the ack of that lot,
-    a round later, reads them back (a multi-get or a scan of the store each: a tenth of
-    the ack's CPU at a few messages a round)."""
-
-    __slots__ = ("limit", "newer", "older")
-
-    def __init__(self, limit: int = RECENT_KEYS) -> None:
-        self.limit = limit
-        self.newer: dict[bytes, bytes | None] = {}
-        self.older: dict[bytes, bytes | None] = {}
-
-    def get(self, key: bytes) -> object:
-        """The key's value, or ``_MISSING`` when not kept."""
-        value = self.newer.get(key, _MISSING)
-        return self.older.get(key, _MISSING) if value is _MISSING else value
-
-    def update(self, written: dict[bytes, bytes | None]) -> None:
-        if not written:
-            return
-        self.newer.update(written)
-        if len(self.newer) > self.limit:
-            self.older, self.newer = self.newer, {}
-
-    def clear(self) -> None:
-        self.newer.clear()
-        self.older.clear()
 
 
 class Txn:
@@ -82,11 +43,8 @@ class Txn:
         *,
         log_events: bool = True,
         meta: dict[bytes, bytes | None] | None = None,
-        inflight: Recent | None = None,
     ) -> None:
         self.store = store
-        # The in-flight records the writer's recent commits left (Recent), or None.
-        self.inflight = inflight
         # The meta CF's values as the commits left them (key -> value, None: absent), kept
         # by the one writer across its batches: the small keys every op reads (cursors,
         # lane ends, counters, group settings) cost a store read each otherwise, several
@@ -130,24 +88,14 @@ class Txn:
             if value is _MISSING:
                 value = self.meta[key] = self.store.get(cf, key)
             return cast(bytes | None, value)
-        if cf == CF.INFLIGHT and self.inflight is not None:
-            value = self.inflight.get(key)
-            if value is not _MISSING:
-                return cast(bytes | None, value)
         return self.store.get(cf, key)
 
     def get_many(self, cf: str, keys: Sequence[bytes]) -> list[bytes | None]:
         staged = self._staged[cf]
-        recent = self.inflight if cf == CF.INFLIGHT else None
-        if not staged and recent is None:
+        if not staged:
             return self.store.get_many(cf, keys)
-        if recent is None:
-            missing = [i for i, key in enumerate(keys) if key not in staged]
-            out = [staged.get(key) for key in keys]
-        else:
-            kept = [staged[key] if key in staged else recent.get(key) for key in keys]
-            missing = [i for i, value in enumerate(kept) if value is _MISSING]
-            out = cast(list[bytes | None], kept)
+        missing = [i for i, key in enumerate(keys) if key not in staged]
+        out = [staged.get(key) for key in keys]
         if missing:
             found = self.store.get_many(cf, [keys[i] for i in missing])
             for i, value in zip(missing, found, strict=True):
@@ -162,11 +110,6 @@ class Txn:
         if not seqs:
             return []
         keys_ = [prefix + u64(seq) for seq in seqs]
-        if cf == CF.INFLIGHT and self.inflight is not None:  # kept ones: no store read
-            staged, recent = self._staged[cf], self.inflight
-            kept = [staged[key] if key in staged else recent.get(key) for key in keys_]
-            if _MISSING not in kept:
-                return cast(list[bytes | None], kept)
         low, high = min(seqs), max(seqs)
         if len(seqs) < SCAN_MIN_SEQS or high - low >= 2 * len(seqs):
             return self.get_many(cf, keys_)
@@ -365,8 +308,6 @@ class Txn:
             ):
                 self.meta.clear()
             self.meta.update(meta)
-        if self.inflight is not None:
-            self.inflight.update(self._staged[CF.INFLIGHT])
 
     def written(self) -> tuple[list[DeleteRange], dict[str, dict[bytes, bytes | None]]]:
         """What ``commit`` wrote: its ``write_staged`` arguments (a changelog record's

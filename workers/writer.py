@@ -52,7 +52,7 @@ from storage.errors import (
 )
 from storage.keys import PENDING_KEY, read_u64
 from storage.store import CF, DeleteRange, RocksStore
-from storage.txn import Recent, Txn
+from storage.txn import Txn
 from workers.clock import Clock
 from workers.histogram import Histogram
 from workers.thread import OwnThread
@@ -244,7 +244,6 @@ class Writer(_Loop):
         self.disk_low = False
         self._next_reopen_ms = 0
         self._meta: dict[bytes, bytes | None] = {}  # the meta values its commits left (Txn)
-        self._inflight = Recent()  # the in-flight records its recent commits left (Txn)
         self._next_disk_check_ms = 0
         self._on_commit = on_commit
         self._serve_waiting = serve_waiting
@@ -601,7 +600,6 @@ class Writer(_Loop):
             try:
                 self.store.reopen()
                 self._meta.clear()
-                self._inflight.clear()
                 log.warning("store reopened after a failed write")
                 return None
             except StorageError as exc:
@@ -663,12 +661,7 @@ class Writer(_Loop):
             now = self.clock.now_ms()
             self._batch_now = now
         txn = Txn(
-            self.store,
-            now,
-            self.cancels_committed,
-            log_events=self.log_events,
-            meta=self._meta,
-            inflight=self._inflight,
+            self.store, now, self.cancels_committed, log_events=self.log_events, meta=self._meta
         )
         results: list[tuple[_Op, bool, Any]] = []
         try:
@@ -687,7 +680,6 @@ class Writer(_Loop):
         except Exception as exc:  # any error, not only StorageError: one that escaped
             # would kill this thread and leave every caller waiting forever
             self._meta.clear()  # what it knew may not be what the store holds
-            self._inflight.clear()
             if isinstance(exc, StorageError):
                 log.error("commit of %d ops failed: %s", len(ops), exc)
             else:
