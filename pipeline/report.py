@@ -21,6 +21,7 @@ generation, scheduling; small jobs would cost more than the rows they touch):
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -267,11 +268,18 @@ def run(argv: list[str]) -> int:
     args = p.parse_args(argv)
     cli.require_path(args.events, directory=True, master=args.master)
     started = time.monotonic()
-    spark = cli.session(args.master, "report")
-    cli.filesystem(spark, args.out)  # a scheme Hadoop cannot write: said before the work
-    with cli.progress(spark, "report"):
-        built = build(spark, args.events, args.from_ms, args.to_ms)
-        write(spark, args.out, built, charts.span_text(args.from_ms, args.to_ms))
+    # The charts' library loads while the JVM starts and the queries run.
+    charts_loaded = threading.Thread(target=charts.load, name="load-charts")
+    charts_loaded.start()
+    try:
+        spark = cli.session(args.master, "report")
+        cli.filesystem(spark, args.out)  # a scheme Hadoop cannot write: said before the work
+        with cli.progress(spark, "report"):
+            built = build(spark, args.events, args.from_ms, args.to_ms)
+            charts_loaded.join()
+            write(spark, args.out, built, charts.span_text(args.from_ms, args.to_ms))
+    finally:
+        charts_loaded.join()
     o = built["overall"]
     cli.emit(
         {
