@@ -184,8 +184,9 @@ def _ack_times(F: Any, ev: Any, deliveries: int) -> Any:
 
 
 def build(spark: Any, events: str, from_ms: int | None, to_ms: int | None) -> dict[str, Any]:
-    """The report's tables as pyarrow Tables, plus the overall figures: two Spark jobs, the
-    compact table's figures (one read of the segments) and the acks' wait (a second)."""
+    """The report's tables as pyarrow Tables, plus the overall figures: two Spark queries,
+    the compact table's figures (one read of the segments) and the acks' wait (a read of
+    the acks and one of the deliveries)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from pyspark.sql import functions as F
