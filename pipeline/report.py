@@ -7,18 +7,21 @@ A delivery before its due time (negative lateness) is also counted as ``early``:
 broken promise, and the lateness histogram gives it its own bucket.
 Percentiles are nearest-rank: the value at rank ⌈p·n⌉ of the n sorted values, exact.
 
-Reads of the segments, each a hash aggregation (no sort of events), nothing else at their
-size:
+Two Spark queries, each reading the segments with hash aggregations (no sort of events),
+nothing else at their size (every query and stage has a fixed cost: planning, code
+generation, scheduling; small jobs would cost more than the rows they touch):
 - one to a compact table, a row per (topic, minute, attempt, lateness) with a count of
   each kind of event (deliveries due at once share a lateness: ~100k rows for 10M
-  events); every count, the percentiles (from the counts of each lateness), the
-  histogram and the span are computed from it, cached;
+  events), cached; from it every table, the percentiles (from the counts of each
+  lateness), the histogram and the span, as the grouping sets of two aggregations in the
+  same query (``figures``), brought to the driver as one Arrow table and split there;
 - the acks' wait after their message's delivery, which pairs events of one message: two
   hash aggregations keyed on the message and a hash join of them (``first_acks``).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -31,6 +34,20 @@ LATENESS_PERCENTILES = (("p50", 500), ("p95", 950), ("p99", 990))
 ACK_PERCENTILES = (("p50", 500), ("p95", 950))
 # Deliveries a task of the acks' join holds in its hash table at most (~100 bytes each).
 ACK_JOIN_ROWS = 1_000_000
+# The tables the compact table gives, each a grouping set of one aggregation (``figures``):
+# name -> the columns of GROUPED it groups by. by_topic, by_minute and the totals
+# (``overall``) carry the lateness percentiles too (WITH_LATENESS).
+GROUPED = ("topic", "minute_ms", "attempt", "bucket")
+TABLES: dict[str, tuple[str, ...]] = {
+    "by_topic": ("topic",),
+    "by_minute": ("topic", "minute_ms"),
+    "overall": (),
+    "by_attempt": ("topic", "attempt"),
+    "histogram": ("bucket",),
+}
+WITH_LATENESS = ("by_topic", "by_minute", "overall")
+LATE_GROUPED = ("topic", "minute_ms")  # the keys of WITH_LATENESS's sets
+ATTEMPT_COUNTED = ("received", "acked", "nacked", "expired", "dead")  # by_attempt's counts
 
 
 def _lateness(F: Any) -> Any:
@@ -81,20 +98,55 @@ def nearest_rank(
     return ranked.groupBy(*keys).agg(*at, F.max(value).alias(f"{prefix}_max_ms"))
 
 
-def _figures(F: Any, c: Any, keys: list[str]) -> Any:
-    """Counts per kind, retries (receives after the first), early deliveries and the
-    lateness p50/p95/p99/max per ``keys`` (at least one: the totals group by a constant),
-    from the compact table."""
-    counts = c.groupBy(*keys).agg(
+def grouping_sets(
+    F: Any, df: Any, sets: dict[str, tuple[str, ...]], columns: tuple[str, ...], *aggs: Any
+) -> Any:
+    """``df`` aggregated by each of ``sets`` (grouping sets over ``columns``) in one pass:
+    a row per group of each set, its set's name in ``table``, the columns a set does not
+    group by null."""
+    grouped = df.groupingSets([list(keys) for keys in sets.values()], *columns).agg(
+        *aggs, F.grouping_id().alias("_set")
+    )
+    name: Any = None
+    for table, keys in sets.items():
+        # grouping_id(): a bit per column of ``columns``, set when the row is not grouped by it
+        bits = sum(1 << (len(columns) - 1 - i) for i, c in enumerate(columns) if c not in keys)
+        named = F.col("_set") == bits
+        name = F.when(named, F.lit(table)) if name is None else name.when(named, F.lit(table))
+    return grouped.select(
+        name.alias("table"), *columns, *(a for a in grouped.columns[len(columns) : -1])
+    )
+
+
+def figures(F: Any, c: Any) -> Any:
+    """Every table the compact table gives, as the rows of one query (``TABLES``, named in
+    ``table``): counts per kind, retries (receives after the first), early deliveries, the
+    span, and for ``WITH_LATENESS`` the lateness p50/p95/p99/max, from the same pass."""
+    late = F.col("late")
+    counts = grouping_sets(
+        F,
+        c.withColumn("bucket", F.when(late.isNotNull(), charts.bucket_expr(F, late))),
+        TABLES,
+        GROUPED,
         *[F.sum(k).alias(k) for k in COUNTED],
         F.sum(F.when(F.col("attempt") > 1, F.col("received")).otherwise(0)).alias("retries"),
-        F.sum(F.when(F.col("late") < 0, F.col("delivered")).otherwise(0)).alias("early"),
+        F.sum(F.when(late < 0, F.col("delivered")).otherwise(0)).alias("early"),
+        F.min("first_ms").alias("first_ms"),
+        F.max("last_ms").alias("last_ms"),
     )
-    late = (
-        c.where(F.col("late").isNotNull()).groupBy(*keys, "late").agg(F.sum("delivered").alias("n"))
+    late_sets = {name: (*TABLES[name], "late") for name in WITH_LATENESS}
+    values = grouping_sets(
+        F,
+        c.where(late.isNotNull()),
+        late_sets,
+        (*LATE_GROUPED, "late"),
+        F.sum("delivered").alias("n"),
     )
-    pct = nearest_rank(F, late, keys, "late", "n", LATENESS_PERCENTILES, "lateness")
-    return counts.join(pct, keys, "left")
+    keys = ["table", *LATE_GROUPED]
+    pct = nearest_rank(F, values, keys, "late", "n", LATENESS_PERCENTILES, "lateness")
+    pct = pct.select(*[F.col(k).alias(f"_{k}") for k in keys], *pct.columns[len(keys) :])
+    on = [counts[k].eqNullSafe(pct[f"_{k}"]) for k in keys]
+    return counts.join(pct, on, "left").drop(*[f"_{k}" for k in keys])
 
 
 def first_acks(F: Any, ev: Any, tasks: int) -> Any:
@@ -132,41 +184,41 @@ def _ack_times(F: Any, ev: Any, deliveries: int) -> Any:
 
 
 def build(spark: Any, events: str, from_ms: int | None, to_ms: int | None) -> dict[str, Any]:
-    """The report's tables as pyarrow Tables, plus the overall figures."""
+    """The report's tables as pyarrow Tables, plus the overall figures: two Spark queries,
+    the compact table's figures (one read of the segments) and the acks' wait (a read of
+    the acks and one of the deliveries)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     from pyspark.sql import functions as F
 
     ev = read_events(spark, events, from_ms, to_ms).where(F.col("kind").isin(*KINDS))
-    c = compact(F, ev).cache()  # small: read by every table below
+    c = compact(F, ev).cache()  # small: both halves of ``figures`` read it
     try:
-        deliveries = c.agg(F.sum("delivered")).first()[0] or 0
-        by_topic = _figures(F, c, ["topic"]).join(_ack_times(F, ev, deliveries), "topic", "left")
-        by_minute = _figures(F, c, ["topic", "minute_ms"])
-        by_attempt = (
-            c.where(F.col("attempt").isNotNull())
-            .groupBy("topic", "attempt")
-            .agg(*[F.sum(k).alias(k) for k in ("received", "acked", "nacked", "expired", "dead")])
-        )
-        everything = c.withColumn("all", F.lit(1))
-        span = everything.groupBy("all").agg(
-            F.min("first_ms").alias("first_ms"), F.max("last_ms").alias("last_ms")
-        )
-        total = _figures(F, everything, ["all"]).join(span, "all").drop("all")
-        late = F.col("late")
-        hist = (
-            c.where(late.isNotNull())
-            .groupBy(charts.bucket_expr(F, late).alias("bucket"))
-            .agg(F.sum("delivered").alias("n"))
-        )
-        tables = {
-            "by_topic": _ordered(by_topic, ["topic"]).toArrow(),
-            "by_minute": _ordered(by_minute, ["topic", "minute_ms"]).toArrow(),
-            "by_attempt": by_attempt.orderBy("topic", "attempt").toArrow(),
-        }
-        overall = total.collect()
-        histogram = sorted((r["bucket"], r["n"]) for r in hist.collect() if r["n"])
+        rows = figures(F, c).toArrow()
     finally:
         c.unpersist()
-    row = overall[0].asDict() if overall else {}
+    of = {name: rows.filter(pc.equal(rows["table"], name)) for name in TABLES}
+    (overall,) = of["overall"].to_pylist() or [{}]
+    figure_columns = [*COUNTED, "retries", "early", *_lateness_columns()]
+    row = {k: overall[k] for k in [*figure_columns, "first_ms", "last_ms"]} if overall else {}
+    acks = _ack_times(F, ev, row.get("delivered") or 0).toArrow()
+    by_topic = _sorted(of["by_topic"], ["topic"], figure_columns)
+    at = {topic: i for i, topic in enumerate(acks["topic"].to_pylist()) if topic is not None}
+    ack_rows = pa.array([at.get(topic) for topic in by_topic["topic"].to_pylist()], pa.int64())
+    for name in acks.column_names[1:]:
+        by_topic = by_topic.append_column(acks.schema.field(name), acks[name].take(ack_rows))
+    attempts = of["by_attempt"].filter(pc.is_valid(of["by_attempt"]["attempt"]))
+    hist = of["histogram"].filter(pc.is_valid(of["histogram"]["bucket"]))
+    tables = {
+        "by_topic": by_topic,
+        "by_minute": _sorted(of["by_minute"], ["topic", "minute_ms"], figure_columns),
+        "by_attempt": _sorted(attempts, ["topic", "attempt"], list(ATTEMPT_COUNTED)),
+    }
+    histogram = sorted(
+        (b, n)
+        for b, n in zip(hist["bucket"].to_pylist(), hist["delivered"].to_pylist(), strict=True)
+        if n
+    )
     return {
         "tables": tables,
         "overall": row,
@@ -176,13 +228,15 @@ def build(spark: Any, events: str, from_ms: int | None, to_ms: int | None) -> di
     }
 
 
-def _ordered(df: Any, keys: list[str]) -> Any:
-    """``df`` sorted by ``keys``, its columns in by_topic.csv's order."""
-    lateness = [f"lateness_{name}_ms" for name, _ in (*LATENESS_PERCENTILES, ("max", 0))]
-    ack = [f"ack_{name}_ms" for name, _ in (*ACK_PERCENTILES, ("max", 0))]
-    columns = [*keys, *COUNTED, "retries", "early", *lateness]
-    columns += [name for name in ack if name in df.columns]
-    return df.select(*columns).orderBy(*keys)
+def _lateness_columns() -> list[str]:
+    return [f"lateness_{name}_ms" for name, _ in (*LATENESS_PERCENTILES, ("max", 0))]
+
+
+def _sorted(table: Any, keys: list[str], columns: list[str]) -> Any:
+    """``table``'s ``keys`` and ``columns``, sorted by ``keys`` (nulls first, as Spark's
+    ascending order)."""
+    chosen = table.select([*keys, *columns])
+    return chosen.sort_by([(k, "ascending", "at_start") for k in keys])
 
 
 def write(spark: Any, out: str, built: dict[str, Any], span: str) -> None:
@@ -215,11 +269,18 @@ def run(argv: list[str]) -> int:
     args = p.parse_args(argv)
     cli.require_path(args.events, directory=True, master=args.master)
     started = time.monotonic()
-    spark = cli.session(args.master, "report")
-    cli.filesystem(spark, args.out)  # a scheme Hadoop cannot write: said before the work
-    with cli.progress(spark, "report"):
-        built = build(spark, args.events, args.from_ms, args.to_ms)
-        write(spark, args.out, built, charts.span_text(args.from_ms, args.to_ms))
+    # The charts' library loads while the JVM starts and the queries run.
+    charts_loaded = threading.Thread(target=charts.load, name="load-charts")
+    charts_loaded.start()
+    try:
+        spark = cli.session(args.master, "report")
+        cli.filesystem(spark, args.out)  # a scheme Hadoop cannot write: said before the work
+        with cli.progress(spark, "report"):
+            built = build(spark, args.events, args.from_ms, args.to_ms)
+            charts_loaded.join()
+            write(spark, args.out, built, charts.span_text(args.from_ms, args.to_ms))
+    finally:
+        charts_loaded.join()
     o = built["overall"]
     cli.emit(
         {

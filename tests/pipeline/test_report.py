@@ -121,6 +121,25 @@ def test_acks_meet_their_delivery_without_a_sort_of_events(spark: Any, tmp_path:
 
 
 @pytest.mark.slow
+def test_the_report_is_two_queries_over_the_events(spark: Any, tmp_path: Path) -> None:
+    """Every table, percentile, the histogram and the span come from one query over the
+    compact table, the acks' wait from a second: a query's fixed cost (planning, code
+    generation, a few stages) is paid twice, not once per small table."""
+    log = clean_log()
+    log.message("a", "early", 7_000, 100_000).delivered("a", "early", 90_000, 7_000, 100_000)
+    events = write_events(tmp_path / "events", log.rows)
+    store = spark._jsparkSession.sharedState().statusStore()
+    before = store.executionsCount()
+
+    built = report.build(spark, str(events), None, None)
+
+    assert store.executionsCount() - before == 2
+    assert built["overall"]["delivered"] == 6
+    assert dict(built["histogram"])[charts.EARLY] == 1
+    assert [r["topic"] for r in built["tables"]["by_topic"].to_pylist()] == ["a", "b"]
+
+
+@pytest.mark.slow
 def test_time_range_keeps_events_inside_it(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
