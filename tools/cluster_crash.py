@@ -382,6 +382,7 @@ class ClusterCrashLoop(CrashLoop):
         """Do ``kind`` to ``victim`` under load; returns the seconds until every topic in
         ``hit`` took a send again."""
         began = time.monotonic()
+        self.ledger.failover_began(now_ms())
         if kind == KILL_OWNER:
             assert isinstance(victim, Node)
             victim.kill()
@@ -408,6 +409,7 @@ class ClusterCrashLoop(CrashLoop):
             self.cluster.nats.wait_ready()
         self.failover_s.append(took)
         self.due_floor_ms = now_ms()
+        self.ledger.failover_ended(self.due_floor_ms)
         return took
 
     def wait_writable(

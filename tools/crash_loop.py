@@ -311,6 +311,9 @@ class Summary:
                         or "-"
                     )
                     + f", {s['records_after_fence']} records after a new owner's fence",
+                    "  receipts a failover undid (their receive answered before its changelog "
+                    "record, then an ack or nack answered unknown): "
+                    + str(sum(n for k, n in s.items() if k.endswith("_undone_by_failover"))),
                 ]
                 if self.failover_s
                 else []

@@ -106,6 +106,8 @@ class Ledger:
         self._cancellable: list[Msg] = []
         self._cancelled: list[Msg] = []
         self._reported: set[tuple[str, str, str]] = set()
+        # Cluster mode: (began, ended) ms of each failover; ended None while it lasts.
+        self.failovers: list[tuple[int, int | None]] = []
 
     # --- bookkeeping ---------------------------------------------------------------------
 
@@ -363,6 +365,8 @@ class Ledger:
                             f"{group} {op} answered expired {h.sent_ms + h.invisible_ms - reply_ms}"
                             " ms before the invisibility could have run out",
                         )
+                elif status == "unknown" and self._undone_by_failover(h, reply_ms):
+                    self.stats[f"{group}_{op}_undone_by_failover"] += 1
                 else:
                     self.violate(f"{op}-{status}", *h.key, f"{group}: a fresh receipt is {status}")
 
@@ -377,6 +381,26 @@ class Ledger:
                 *h.key,
                 f"group {group} acked attempts {prev[1]} and {h.attempt} under two receipts",
             )
+
+    def failover_began(self, at_ms: int) -> None:
+        """A disruption that may move partitions to other owners (cluster mode)."""
+        with self.lock:
+            self.failovers.append((at_ms, None))
+
+    def failover_ended(self, at_ms: int) -> None:
+        """The disruption's partitions take sends again."""
+        with self.lock:
+            began, _ = self.failovers[-1]
+            self.failovers[-1] = (began, at_ms)
+
+    def _undone_by_failover(self, h: Held, reply_ms: int) -> bool:
+        """A receive that a failover may have undone (docs/cluster.md: a receive is answered
+        once committed on its owner, before its changelog record): it was sent before a
+        failover ended, and settled after that failover began."""
+        return any(
+            h.sent_ms <= (ended if ended is not None else reply_ms) and reply_ms >= began
+            for began, ended in self.failovers
+        )
 
     def power_cut(self) -> None:
         """A power cut (tools/powerloss.py): a delivery that was only read

@@ -114,6 +114,27 @@ def test_ledger_expired_only_after_the_invisibility() -> None:
     assert _kinds(ledger) == ["expired-early", "nack-unknown"]
 
 
+def test_ledger_an_unknown_receipt_is_legal_only_across_a_failover() -> None:
+    """Cluster mode answers a receive before its changelog record (docs/cluster.md): a
+    failover can undo it, and its receipt's ack then answers unknown. Outside a failover
+    (a receive before it ended, settled after it began) unknown stays a violation."""
+    unknown = [{"receipt": "r1", "status": "unknown"}]
+    ledger, _ = _ledger_with()
+    held = ledger.on_received(crash_loop.WORK, "t", [_item("m1", 1, "r1")], 1_000, 5_000)
+    ledger.failover_began(1_500)
+    ledger.on_settled(crash_loop.WORK, "ack", held, unknown, 1_600)  # during it
+    ledger.failover_ended(2_000)
+    ledger.on_settled(crash_loop.WORK, "nack", held, unknown, 2_500)  # after it
+    assert _kinds(ledger) == []
+    assert ledger.stats["work_ack_undone_by_failover"] == 1
+    assert ledger.stats["work_nack_undone_by_failover"] == 1
+    later = ledger.on_received(crash_loop.WORK, "t", [_item("m1", 2, "r1")], 3_000, 5_000)
+    ledger.on_settled(crash_loop.WORK, "ack", later, unknown, 3_100)  # a receive after it
+    early = ledger.on_received(crash_loop.WORK, "t", [_item("m1", 1, "r1")], 500, 5_000)
+    ledger.on_settled(crash_loop.WORK, "nack", early, unknown, 1_400)  # settled before it
+    assert _kinds(ledger) == ["ack-unknown", "nack-unknown"]
+
+
 def test_ledger_nothing_unsent_appears() -> None:
     ledger, _ = _ledger_with()
     ledger.on_received(AUDIT, "t", [_item("ghost", 1, "r1")], 0, 1_000)
