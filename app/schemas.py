@@ -27,6 +27,7 @@ MSG_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 U63 = 2**63 - 1  # times and durations fit a signed 64-bit int in every client language
 
 UNADDRESSABLE_IDS = frozenset({".", ".."})  # match the pattern, but a URL path drops them
+PROPERTY_VALUE_MAX = 4096  # characters of one property's value
 
 
 def addressable(msg_id: str) -> str:
@@ -86,7 +87,7 @@ class SendMessage(_Strict):
     msg_id: MsgId | None = None
     body: str
     body_encoding: Literal["utf8", "base64"] = "utf8"
-    properties: dict[str, Annotated[str, Field(max_length=4096)]] | None = None
+    properties: dict[str, Annotated[str, Field(max_length=PROPERTY_VALUE_MAX)]] | None = None
     tag: Tag | None = None
     deliver_at_ms: Millis | None = None
     delay_ms: Millis | None = None
@@ -116,7 +117,7 @@ class PutSchedule(_Strict):
     timezone: Annotated[str, Field(min_length=1, max_length=64, examples=["Europe/Berlin"])] = "UTC"
     body: str
     body_encoding: Literal["utf8", "base64"] = "utf8"
-    properties: dict[str, Annotated[str, Field(max_length=4096)]] | None = None
+    properties: dict[str, Annotated[str, Field(max_length=PROPERTY_VALUE_MAX)]] | None = None
     tag: Tag | None = None
     start_at_ms: Millis | None = None
     end_at_ms: Millis | None = None

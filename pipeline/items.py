@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.config import Settings
-from app.schemas import MSG_ID_PATTERN, NAME_PATTERN, UNADDRESSABLE_IDS
+from app.schemas import MSG_ID_PATTERN, NAME_PATTERN, PROPERTY_VALUE_MAX, UNADDRESSABLE_IDS
 from pipeline.rows import SCHEDULE_FIELDS
 from storage.keys import RESERVED_PREFIXES
 from workers.rules.retry import DELAY_LEVELS_MS
@@ -39,7 +39,6 @@ DUE = "__rt_due"
 _OK, _PARSED = "__rt_ok", "__rt_parsed"  # internal to with_items
 LOCAL_DUE = -1  # DUE of a row with a local time: the executor computes the instant
 LOCAL_PLACEHOLDER = b'"deliver_at_ms":-1'  # its place in the item (only a key can match)
-MAX_PROPERTY_CHARS = 4096  # SendMessage.properties' values
 _BASE64 = r"^[A-Za-z0-9+/]*={0,2}\z"  # binascii's alphabet (validate=True), padding at the end
 # A tag every filter can name: printable ASCII but space, '|' and '*' (TAG_MAX of them).
 _TAG = rf"^[\x21-\x29\x2b-\x7b\x7d\x7e]{{1,{TAG_MAX}}}\z"
@@ -247,7 +246,7 @@ class _Columns:
                 parsed.isNotNull()
                 & canonical
                 # no value longer than allowed: none can be, the whole is no longer
-                & (F.octet_length(text) <= MAX_PROPERTY_CHARS)
+                & (F.octet_length(text) <= PROPERTY_VALUE_MAX)
                 & (F.instr(text, '":null') == 0)  # no null value (a string has \" before)
                 & (F.size(parsed) <= settings.max_properties)
             )

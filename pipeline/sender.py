@@ -65,12 +65,9 @@ class BatchSender:
         self._rng = rng or random.Random()
         self._conn: http.client.HTTPConnection | None = None
 
-    def send(self, topic: str, items: list[bytes]) -> list[dict[str, Any]]:
-        """``items``: each message already JSON-encoded; the item results, in order."""
-        return results_of(self.post(topic, items))
-
     def post(self, topic: str, items: list[bytes]) -> bytes:
-        """``send``'s request; the answer's bytes (a 200's: ``{"results": [...]}``)."""
+        """``items``: each message already JSON-encoded; the answer's bytes (a 200's:
+        ``{"results": [...]}``, its item results in order: ``results_of``)."""
         path = f"{self._prefix}/v1/topics/{quote(topic, safe='')}/messages/batch"
         body = b'{"messages":[' + b",".join(items) + b"]}"
         failures, waited = 0, 0.0

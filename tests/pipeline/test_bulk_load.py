@@ -20,7 +20,7 @@ from app.config import Settings
 from app.defaults import MAX_BATCH
 from pipeline import bulk_load, cli
 from pipeline.rows import COLUMNS, Reject, local_to_ms
-from pipeline.sender import BatchSender
+from pipeline.sender import BatchSender, results_of
 from tests.pipeline.conftest import last_json
 from tests.support.server import Server
 
@@ -289,7 +289,7 @@ def test_the_sender_honours_retry_after_and_backs_off() -> None:
     slept: list[float] = []
     try:
         sender = BatchSender(f"http://127.0.0.1:{httpd.server_address[1]}", "k", sleep=slept.append)
-        assert sender.send("t", [b'{"body":"x"}']) == [{"index": 0, "status": 201}]
+        assert results_of(sender.post("t", [b'{"body":"x"}'])) == [{"index": 0, "status": 201}]
         sender.close()
     finally:
         httpd.shutdown()
