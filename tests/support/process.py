@@ -33,14 +33,28 @@ RSS_SAMPLE_S = 0.05  # the brief: VmRSS every 50 ms
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # /proc/<pid>/stat's unit
 _CPUCLOCK_SCHED = 2  # Linux: a process's CPU-time clock id is (~pid << 3) | CPUCLOCK_SCHED
 PYSPY_RATE_HZ = 100  # py-spy's default rate; --nonblocking keeps the server running between
+FREE_PORT_TRIES = 1000
 PYSPY_STOP_S = 30.0  # py-spy writes its file on SIGINT; wait that long for it
 
 
+_HANDED_OUT: set[int] = set()  # every port free_port() returned in this process
+_HANDED_OUT_LOCK = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A port nothing listens on, never one this process was handed before. A port is
+    chosen long before its server binds it (a cluster's NATS servers and nodes are all
+    given theirs up front), and the kernel hands a released port out again: without the
+    record, a node could be given a NATS server's port and answer its probes with NATS."""
+    with _HANDED_OUT_LOCK:
+        for _ in range(FREE_PORT_TRIES):
+            with socket.socket() as s:
+                s.bind((HOST, 0))
+                port: int = s.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
+    raise RuntimeError(f"no port this process was not handed already in {FREE_PORT_TRIES} binds")
 
 
 class ServerProcess:
