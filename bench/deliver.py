@@ -25,6 +25,7 @@ delivery round is also profiled (``py-spy record``, tests/support/process.py).
     python -m bench.deliver . . --env-b ROCKTIMER_MOVE_PACE_MS=5   # one build, two settings
     python -m bench.deliver --rates 2500,5000,10000,20000 --rounds 2   # a message / a batch
     python -m bench.deliver --in-process --rounds 2 # each step's CPU on one thread, 200 rounds a k
+    python -m bench.deliver --floor                 # a round's store writes, fsync, hand-offs
 
 ``--in-process``: no server, no HTTP, no thread hand-off but the syncer's: an Engine on a
 temp dir and a fake clock, and one thread that plays the scanner (scan, move, the parked
@@ -59,7 +60,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench import batch, consumer, lateness, loader, redis_alt, report, stream
+from bench import batch, consumer, deliver_floor, lateness, loader, redis_alt, report, stream
 from bench.client import Client, run
 from bench.stats import Spread, spread
 from storage import keys
@@ -713,12 +714,21 @@ def main() -> None:
     parser.add_argument("--kinds", default=",".join(KINDS), help="stream,poll")
     parser.add_argument("--redis", action="store_true", help="the Redis poller's lateness after")
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="no server: the floor of a round (its WriteBatches, the fsync, a thread "
+        "hand-off on the real store) and the CPU a message it allows (bench/deliver_floor.py)",
+    )
+    parser.add_argument(
         "--in-process",
         action="store_true",
         help="no server: each step's CPU on one thread, a message and a round "
         "(--rounds x 100 rounds for each number of messages a round)",
     )
     args = parser.parse_args()
+    if args.floor:
+        print("\n".join(deliver_floor.lines(deliver_floor.measure(), GOAL_RATIO)))
+        return
     if args.in_process:
         print("\n".join(in_process_lines(*in_process(rounds=args.rounds * 100))))
         return

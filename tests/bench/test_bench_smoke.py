@@ -16,6 +16,7 @@ from bench import (
     ab,
     batch,
     deliver,
+    deliver_floor,
     events,
     growth,
     lateness,
@@ -397,3 +398,20 @@ def test_the_in_process_split_measures_each_step_of_a_delivery_and_a_batch_send(
     lines = deliver.in_process_lines(steps, send_us)
     assert lines[0].startswith("in process: a batch send of 1000 ")
     assert any(line.startswith("  all: ~ ") for line in lines)  # two sizes: a split
+
+
+def test_the_floor_times_a_rounds_real_batches_fsync_and_hand_off() -> None:
+    (floor,) = deliver_floor.measure(sizes=(3,), reps=4)
+    # The batches were captured from a real round of 3: the move writes at least a log
+    # entry and an index update a message, and the merged batch holds both batches' keys
+    assert floor.move_keys >= 2 * 3
+    assert floor.ack_keys >= 3
+    assert all(us > 0 for us in (floor.move_us, floor.ack_us, floor.both_us, floor.send_us))
+    assert floor.fsync_wall_us > 0
+    assert floor.handoff_us > 0
+    assert floor.two_commits - floor.one_commit == pytest.approx(
+        floor.move_us + floor.ack_us - floor.both_us
+    )
+    lines = deliver_floor.lines([floor], deliver.GOAL_RATIO)
+    assert lines[0].startswith("floor of a round of 3 ")
+    assert sum("a batch send (goal <= 3 x)" in line for line in lines) == 2
