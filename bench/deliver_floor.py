@@ -300,4 +300,28 @@ def lines(floors: list[Floor], goal_ratio: float) -> list[str]:
                 f"  {name}: {us:.0f} µs a round, {per:.1f} µs a message = "
                 f"x{per / f.send_us:.2f} a batch send (goal <= {goal_ratio:.0f} x)"
             )
+    if len({f.size for f in floors}) > 1:
+        out += _round_size_lines(floors, goal_ratio)
+    return out
+
+
+def _round_size_lines(floors: list[Floor], goal_ratio: float) -> list[str]:
+    """The floor split into a part a message and a part a round (a line through the
+    smallest and largest size), and the round size at which it meets the goal."""
+    small, large = min(floors, key=lambda f: f.size), max(floors, key=lambda f: f.size)
+    send = statistics.mean(f.send_us for f in floors)
+    out = []
+    structures: tuple[tuple[str, Callable[[Floor], float]], ...] = (
+        ("(a)", lambda f: f.two_commits),
+        ("(b)", lambda f: f.one_commit),
+    )
+    for name, of in structures:
+        a_message = (of(large) - of(small)) / (large.size - small.size)
+        a_round = of(small) - a_message * small.size
+        room = goal_ratio * send - a_message
+        needs = f"rounds of >= {a_round / room:.0f} messages" if room > 0 else "no round size"
+        out.append(
+            f"{name} floor ~ {a_message:.1f} µs a message + {a_round:.0f} µs a round: "
+            f"{goal_ratio:.0f} x a batch send ({send:.1f} µs) needs {needs}"
+        )
     return out
