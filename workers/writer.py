@@ -26,13 +26,6 @@ writer keeps the next slot for that timer's move (MOVE_HANDOFF_S at most). One e
 after a move, one waiting unit of receives or acks (the last leg of a delivery) goes before
 the next move, so that consumers are not held behind an endless chain of moves while timers
 fall due back to back; sends are.
-
-Receives and acks that queued while a move was being built ride in its batch (up to
-RIDERS_MAX_WEIGHT: what would have been the consumers' turn right after it): one
-WriteBatch and one commit for the move, the receives it serves and the last round's
-acks. Every reply keeps its meaning: the move and the receives go out at the commit, an
-ack only after the fsync behind it. Nothing is held back to ride: with no move being built,
-an ack is written at once.
 """
 
 from __future__ import annotations
@@ -76,9 +69,6 @@ CONSUME_WEIGHT = 2  # a message received or acked weighs as much as this many se
 # of the writer against a send's ~6-8 (receive and ack make their writes per op); one
 # receive of 1000 or one ack of 800 receipts as a single op held the scan horizon 25-35 ms
 CONSUME_PART = GROUP_COMMIT_MAX_ITEMS // CONSUME_WEIGHT  # messages per receive / ack op
-RIDERS_MAX_WEIGHT = 64  # receives and acks that ride in a move's batch (Writer._riders):
-# a delivery round's ack lot (tens of receipts) fits; a bigger unit runs after the move, as
-# the consumers' turn, so that a move's commit waits for little more than the move
 DRAIN_TURNS = 3  # units of draining work (receive/ack parts) taken per unit of sends when
 # both wait (at 1, a consumer of due timers fell seconds behind a producer)
 INTERNAL_QUEUE = 4  # moves waiting for the writer; more only adds memory, not speed
@@ -195,12 +185,10 @@ class _ClientQueue:
             self._queue(op).appendleft(op)
             self.requests += op.requests
 
-    def take(
-        self, max_weight: int, *, drains_only: bool = False, strict: bool = False
-    ) -> list[_Op]:
+    def take(self, max_weight: int, *, drains_only: bool = False) -> list[_Op]:
         """Ops worth at most ``max_weight`` messages (or the one at the head, if it weighs
-        more, unless ``strict``), from the queue whose turn it is first (``drains_only``:
-        from the drains only, a turn of theirs: see drains_turn). Only when not empty."""
+        more), from the queue whose turn it is first (``drains_only``: from the drains
+        only, a turn of theirs: see drains_turn). Only when not empty."""
         ops: list[_Op] = []
         weight = 0
         grows_first = self._drain_turns >= DRAIN_TURNS
@@ -212,7 +200,7 @@ class _ClientQueue:
         if self._drains and self._grows:
             self._drain_turns = 0 if grows_first else self._drain_turns + 1
         for queue in order:
-            while queue and ((not ops and not strict) or weight + queue[0].weight <= max_weight):
+            while queue and (not ops or weight + queue[0].weight <= max_weight):
                 weight += queue[0].weight
                 ops.append(queue.popleft())
         self.requests -= sum(op.requests for op in ops)
@@ -275,7 +263,6 @@ class Writer(_Loop):
         # an op inline (submit). Everything _process_batch touches is under it.
         self._batch_lock = threading.Lock()
         self.follow_ups_run = 0
-        self.riders = 0  # client ops that rode in a move's batch (_riders)
         self._syncer = Syncer(store)
         # The scan horizon (see scan_horizon): the `now` of the batch being built, if any.
         self._horizon = threading.Condition()  # notified when a batch ends
@@ -664,41 +651,6 @@ class Writer(_Loop):
         self.follow_ups_run += len(served)
         return served
 
-    def _riders(self, ops: list[_Op]) -> list[_Op]:
-        """The receives and acks (in their turn, RIDERS_MAX_WEIGHT at most) that queued
-        while this batch's move was being built, to ride in its WriteBatch: one commit a delivery
-        round instead of a move's and then an ack's. They would run right after the move
-        anyway (the consumers' turn after a move); a durable one is still answered only
-        after the fsync behind the batch, the move and its receives at its commit. None
-        queued: nothing waits for a move, nor a move for them."""
-        if not any(op.move for op in ops):
-            return []
-        with self._cond:
-            if not self._clients.drains_turn:
-                return []
-            riders = self._clients.take(RIDERS_MAX_WEIGHT, drains_only=True, strict=True)
-        self.riders += len(riders)
-        return riders
-
-    def _stage(
-        self, txn: Txn, ops: list[_Op], results: list[tuple[_Op, bool, Any]]
-    ) -> tuple[list[_Op], bool]:
-        """Run ``ops`` in ``txn``, then the parked receives it serves and its riders, each
-        one's result appended to ``results`` as it comes (a failed commit fails them all):
-        every op run, and whether all their replies wait for the fsync (else only the
-        durable riders' do)."""
-        results += self._run_ops(txn, ops)
-        served = self._parked_receives(txn)
-        if served:
-            ops = [*ops, *served]
-            results += self._run_ops(txn, served)
-        all_synced = txn.sync or any(op.durable for op in ops)
-        riders = self._riders(ops)
-        if riders:
-            ops = [*ops, *riders]
-            results += self._run_ops(txn, riders)
-        return ops, all_synced
-
     def _process_batch(self, ops: list[_Op]) -> None:
         broken = self._refusal()
         if broken is not None:
@@ -713,7 +665,11 @@ class Writer(_Loop):
         )
         results: list[tuple[_Op, bool, Any]] = []
         try:
-            ops, all_synced = self._stage(txn, ops, results)
+            results = self._run_ops(txn, ops)
+            served = self._parked_receives(txn)
+            if served:
+                ops = [*ops, *served]
+                results += self._run_ops(txn, served)
             if not txn.empty:
                 total = self._pending_after(txn.pending_delta)
                 txn.commit(total)  # unsynced: the syncer fsyncs (below)
@@ -740,15 +696,9 @@ class Writer(_Loop):
             if txn.sync or any(op.durable for op in ops):
                 # Replies only once the WAL is fsynced (and the changelog record
                 # acknowledged): also a durable op that wrote nothing (a re-send) may be
-                # answering from a write not yet synced. Riders on a batch that needed no
-                # fsync of its own: only the durable ones wait, the rest go out now.
-                synced = results
-                if not all_synced:
-                    synced = [r for r in results if r[0].durable]
-                    results = [r for r in results if not r[0].durable]
-                else:
-                    results = []
-                self._syncer.add(synced, self._last_append)
+                # answering from a write not yet synced.
+                self._syncer.add(results, self._last_append)
+                results = []
         finally:
             with self._horizon:
                 self._batch_now = None

@@ -24,7 +24,6 @@ from workers.writer import (
     CONSUME_PART,
     DRAIN_TURNS,
     GROUP_COMMIT_MAX_ITEMS,
-    RIDERS_MAX_WEIGHT,
     Writer,
     _ClientQueue,
     _Op,
@@ -65,7 +64,7 @@ def test_a_move_queued_behind_client_work_commits_before_the_rest_of_it(
         gate = Gate()
         held = writer.submit(gate.op, durable=True)  # the unit of client work in progress
         gate.wait_entered()
-        queued = [writer.submit(put_op(k), durable=True, grows=True) for k in clients[:3]]
+        queued = [writer.submit(put_op(k), durable=True) for k in clients[:3]]
         queued.append(writer.submit(put_op(b"r0"), durable=False))  # a receive: quick too
         moved = move(writer, b"move")
         gate.release.set()
@@ -73,72 +72,7 @@ def test_a_move_queued_behind_client_work_commits_before_the_rest_of_it(
         moved.result(10)
 
     run(scenario())
-    # The receive rides in the move's batch (Writer._riders); the sends come after it
-    assert commit_order(store, {b"move", *clients}) == [[b"move", b"r0"], [b"c0", b"c1", b"c2"]]
-
-
-def test_acks_queued_while_a_move_is_built_ride_in_its_batch_answered_after_its_fsync(
-    writer: Writer, store: RecordingStore
-) -> None:
-    """One write a delivery round: the ack and the receive that queued behind the move
-    commit in its WriteBatch; the move and the receive are answered at that commit, the
-    ack only once the fsync behind it is done."""
-    store.hold_syncs = threading.Event()
-
-    async def scenario() -> None:
-        gate = Gate()
-        held = writer.submit(gate.op, durable=False)  # the writer is busy: what comes queues
-        gate.wait_entered()
-        acked = writer.submit(put_op(b"a0"), durable=True, weight=2 * 10)  # a lot of 10
-        received = writer.submit(put_op(b"r0"), durable=False)
-        moved = move(writer, b"move")
-        gate.release.set()
-        await held
-        await asyncio.wait_for(received, WAIT_S)
-        await asyncio.wait_for(asyncio.wrap_future(moved), WAIT_S)
-        assert await asyncio.to_thread(store.sync_held.wait, WAIT_S)
-        assert not acked.done()  # its batch is written, not yet on disk
-        assert store.synced_writes < len(store.writes)
-        store.hold_syncs.set()  # type: ignore[union-attr]
-        await asyncio.wait_for(acked, WAIT_S)
-        assert store.durable(len(store.writes) - 1)
-
-    run(scenario())
-    assert commit_order(store, {b"move", b"a0", b"r0"}) == [[b"a0", b"move", b"r0"]]
-    assert writer.riders == 2
-
-
-def test_a_drain_unit_heavier_than_the_riders_bound_commits_after_the_move(
-    writer: Writer, store: RecordingStore
-) -> None:
-    async def scenario() -> None:
-        gate = Gate()
-        held = writer.submit(gate.op, durable=False)
-        gate.wait_entered()
-        big = writer.submit(put_op(b"big"), durable=True, weight=RIDERS_MAX_WEIGHT + 1)
-        moved = move(writer, b"move")
-        gate.release.set()
-        await asyncio.gather(held, big)
-        moved.result(10)
-
-    run(scenario())
-    assert commit_order(store, {b"move", b"big"}) == [[b"move"], [b"big"]]
-    assert writer.riders == 0
-
-
-def test_with_no_move_being_built_an_ack_commits_on_its_own_at_once(
-    writer: Writer, store: RecordingStore
-) -> None:
-    """Nothing holds an ack back for a move to ride with: the writer idle, it is written
-    (inline) as soon as it is submitted."""
-
-    async def scenario() -> None:
-        acked = writer.submit(put_op(b"a0"), durable=True, inline=True)
-        assert commit_order(store, {b"a0"}) == [[b"a0"]]  # written before the first await
-        await asyncio.wait_for(acked, WAIT_S)
-
-    run(scenario())
-    assert writer.riders == 0
+    assert commit_order(store, {b"move", *clients}) == [[b"move"], [b"r0"], [b"c0", b"c1", b"c2"]]
 
 
 def test_client_ops_taken_but_not_started_go_back_behind_a_move_that_came_meanwhile(
@@ -155,8 +89,7 @@ def test_client_ops_taken_but_not_started_go_back_behind_a_move_that_came_meanwh
         gate = Gate()
         held = writer.submit(gate.op, durable=False)
         gate.wait_entered()
-        # sends (acks would ride in the move's batch: Writer._riders)
-        durable = [writer.submit(put_op(k), durable=True, grows=True) for k in (b"c0", b"c1")]
+        durable = [writer.submit(put_op(k), durable=True) for k in (b"c0", b"c1")]
         quick = writer.submit(receive_then_a_move_falls_due, durable=False)
         gate.release.set()
         await asyncio.gather(held, quick, *durable)
