@@ -33,9 +33,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
+from rocksdict import Rdict, WriteBatch, WriteOptions
+
 from bench import batch
 from bench.client import run
-from storage.store import DeleteRange, RocksStore
+from storage.store import CF, DeleteRange, RocksStore, _options
 from workers.scanner import Chunk
 
 # A round's handoffs between threads: the move's reply to the event loop, the ack's batch
@@ -83,6 +85,8 @@ class Floor:
     handoff_us: float
     append_sync: tuple[float, float]  # fdatasync after an append: CPU, wall µs
     overwrite_sync: tuple[float, float]  # after an overwrite in place
+    wal_appended_us: float  # flush_wal(True) CPU after a round's batches, WAL appended
+    wal_recycled_us: float  # the same, the WAL a recycled file
     send_us: float  # a batch send's CPU a message, same process
 
     @property
@@ -94,6 +98,12 @@ class Floor:
     def one_commit(self) -> float:
         """A round with the ack in the move's batch: one commit, one fsync, the hand-offs."""
         return self.both_us + self.fsync_us + HANDOFFS_A_ROUND * self.handoff_us
+
+    @property
+    def one_commit_recycled(self) -> float:
+        """As ``one_commit``, the fsync that of a recycled WAL (the part it saves, as
+        measured beside an appended one, taken off)."""
+        return self.one_commit - max(0.0, self.wal_appended_us - self.wal_recycled_us)
 
 
 async def _capture(data_dir: str, size: int) -> tuple[Written, Written]:
@@ -157,6 +167,62 @@ def _fdatasync_us(path: str, reps: int, *, append: bool) -> tuple[float, float]:
     finally:
         os.close(fd)
     return statistics.median(cpu) * 1e6, statistics.median(wall) * 1e6
+
+
+class _Wal:
+    """A DB with the store's options (storage/store.py) whose WAL either is a fresh file
+    that each write appends to (the store's today) or, with ``recycle``, a file RocksDB
+    recycled (``recycle_log_file_num``): written over in place, so that an fsync need not
+    commit the file's size as well. Both had their WAL rolled the same way first."""
+
+    ROLLS = 3  # WAL rolls before timing: the live one is then a recycled file, if any
+    ROLL_BYTES = 8 * 1024 * 1024  # written before each roll: more than the timing appends
+
+    def __init__(self, path: str, *, recycle: bool) -> None:
+        opts = _options()
+        if recycle:
+            opts.set_recycle_log_file_num(1)
+        self.db = Rdict(path, opts, column_families={cf: _options() for cf in CF.ALL})
+        self.handles = {cf: self.db.get_column_family_handle(cf) for cf in CF.ALL}
+        self._unsynced = WriteOptions()
+        value = b"r" * 1024
+        for roll in range(self.ROLLS):
+            meta = self.db.get_column_family(CF.META)
+            for i in range(self.ROLL_BYTES // len(value)):
+                meta[b"roll-%d-%d" % (roll, i)] = value
+            meta.flush()  # the WAL holds nothing unflushed: the next write starts another
+            self.db.flush()
+
+    def write(self, written: Written) -> None:
+        batch = WriteBatch(raw_mode=True)
+        for r in written.ranges:
+            batch.delete_range(r.begin, r.end, self.handles[r.cf])
+        for cf, values in written.staged.items():
+            for key, value in values.items():
+                if value is None:
+                    batch.delete(key, self.handles[cf])
+                else:
+                    batch.put(key, value, self.handles[cf])
+        self.db.write(batch, self._unsynced)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _wal_fsync_us(tmp: str, written: Written, reps: int) -> tuple[float, float]:
+    """CPU µs (medians) of flush_wal(True) after writing ``written``: WAL appended,
+    recycled; in alternation."""
+    wals = [_Wal(f"{tmp}/wal-appended", recycle=False), _Wal(f"{tmp}/wal-recycled", recycle=True)]
+    spent: list[list[float]] = [[], []]
+    try:
+        for r in range(reps):
+            for i in (0, 1) if r % 2 == 0 else (1, 0):
+                wals[i].write(written)
+                spent[i].append(_timed(partial(wals[i].db.flush_wal, True)))
+    finally:
+        for wal in wals:
+            wal.close()
+    return statistics.median(spent[0]) * 1e6, statistics.median(spent[1]) * 1e6
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -245,6 +311,7 @@ async def _floor(tmp: str, size: int, reps: int) -> Floor:
         synced = f"{tmp}/fdatasync-{size}"
         append = _fdatasync_us(synced, reps // 4, append=True)
         overwrite = _fdatasync_us(synced, reps // 4, append=False)
+        appended, recycled = _wal_fsync_us(f"{tmp}/{size}", both, reps // 2)
     finally:
         store.close()
         sender.engine.close()
@@ -264,6 +331,8 @@ async def _floor(tmp: str, size: int, reps: int) -> Floor:
         handoff,
         append,
         overwrite,
+        appended,
+        recycled,
         sender.us_per_msg,
     )
 
@@ -290,10 +359,13 @@ def lines(floors: list[Floor], goal_ratio: float) -> list[str]:
             f"  beside it, a plain fdatasync of 2 KiB appended {f.append_sync[0]:.1f} CPU "
             f"({f.append_sync[1]:.0f} wall), written over in place {f.overwrite_sync[0]:.1f} "
             f"({f.overwrite_sync[1]:.0f} wall)",
+            f"  flush_wal(True) after a round's batches, WAL appended {f.wal_appended_us:.1f} CPU, "
+            f"WAL recycled (recycle_log_file_num) {f.wal_recycled_us:.1f}",
         ]
         for name, us in (
             ("(a) two commits + one fsync", f.two_commits),
             ("(b) one commit + one fsync", f.one_commit),
+            ("(c) as (b), the WAL recycled", f.one_commit_recycled),
         ):
             per = us / f.size
             out.append(
@@ -314,6 +386,7 @@ def _round_size_lines(floors: list[Floor], goal_ratio: float) -> list[str]:
     structures: tuple[tuple[str, Callable[[Floor], float]], ...] = (
         ("(a)", lambda f: f.two_commits),
         ("(b)", lambda f: f.one_commit),
+        ("(c)", lambda f: f.one_commit_recycled),
     )
     for name, of in structures:
         a_message = (of(large) - of(small)) / (large.size - small.size)

@@ -414,4 +414,6 @@ def test_the_floor_times_a_rounds_real_batches_fsync_and_hand_off() -> None:
     )
     lines = deliver_floor.lines([floor], deliver.GOAL_RATIO)
     assert lines[0].startswith("floor of a round of 3 ")
-    assert sum("a batch send (goal <= 3 x)" in line for line in lines) == 2
+    assert sum("a batch send (goal <= 3 x)" in line for line in lines) == 3  # (a), (b), (c)
+    assert floor.wal_appended_us > 0
+    assert floor.wal_recycled_us > 0
