@@ -56,6 +56,24 @@ def test_a_synced_write_survives_an_unsynced_one_does_not(fs: PowerCut, sync: st
     assert (m / "lost").read_bytes() == b""
 
 
+def test_a_file_reopened_write_only_and_written_over_in_place_syncs(fs: PowerCut) -> None:
+    """As RocksDB reuses an obsolete WAL file: renamed, opened write-only (no create, no
+    truncate), written over from offset 0, fdatasynced; the rest of the old bytes stay."""
+    m = fs.mount_point
+    write(m / "old.log", b"o" * 8192, "fsync")
+    os.rename(m / "old.log", m / "new.log")
+    fsync_dir(m)
+    fd = os.open(m / "new.log", os.O_WRONLY)
+    try:
+        os.pwrite(fd, b"n" * 4096, 0)
+        os.fdatasync(fd)
+        os.pwrite(fd, b"x" * 100, 4096)  # not synced
+    finally:
+        os.close(fd)
+    power_cut(fs)
+    assert (m / "new.log").read_bytes() == b"n" * 4096 + b"o" * 4096
+
+
 def test_a_create_without_a_directory_fsync_is_lost(fs: PowerCut) -> None:
     m = fs.mount_point
     (m / "d").mkdir()

@@ -261,10 +261,12 @@ class PowerCutFS(Operations):  # type: ignore[misc]
     def open(self, path: str, flags: int) -> int:
         def run() -> int:
             # O_APPEND stays the kernel's: it sends each write with the offset of the end,
-            # and a pwrite on an O_APPEND descriptor would ignore that offset.
-            fd = self._opened(
-                os.open(self._lp(path), flags & ~(os.O_CREAT | os.O_EXCL | os.O_APPEND))
-            )
+            # and a pwrite on an O_APPEND descriptor would ignore that offset. Write-only
+            # is opened read-write: a sync reads back the written ranges (_sync_file).
+            own = flags & ~(os.O_CREAT | os.O_EXCL | os.O_APPEND)
+            if own & os.O_ACCMODE == os.O_WRONLY:
+                own = own & ~os.O_ACCMODE | os.O_RDWR
+            fd = self._opened(os.open(self._lp(path), own))
             if flags & os.O_TRUNC:
                 self._node(self.fh_ino[fd]).resized = True
             return fd
