@@ -337,13 +337,50 @@ def _batch_round(side: Side, n: int) -> float:
     return cpu / stored * 1e6 if stored else float("nan")
 
 
+ROLL_WAL_BODY = "w" * 1000  # --roll-wal's messages: ~1.2 KB of WAL each
+ROLL_WAL_MESSAGES = 400_000  # ~500 MB: the WAL passes max_total_wal_size a few times
+
+
+async def _roll_wal(port: int) -> int:
+    """Write what makes a fresh server roll its WAL a few times, as one that has run for
+    a while has (a WAL file written over, storage/store.py's RECYCLED_WALS, only comes
+    after a roll): one-hour timers, 1 KB bodies."""
+    body = loader.batch_body([{"body": ROLL_WAL_BODY, "delay_ms": batch.DELAY_MS}] * 1000)
+    stats = await loader.send_batches(
+        process.HOST,
+        port,
+        "deliver-roll-wal",
+        itertools.repeat(body, ROLL_WAL_MESSAGES // 1000),
+        deadline_s=batch.RUN_TIMEOUT_S,
+    )
+    return stats.stored
+
+
 def measure(
-    sides: list[Side], *, rounds: int, rate: int, seconds: float, kinds: tuple[str, ...]
+    sides: list[Side],
+    *,
+    rounds: int,
+    rate: int,
+    seconds: float,
+    kinds: tuple[str, ...],
+    roll_wal: bool = False,
 ) -> None:
     """Each round: on each side (order alternating), a batch window then each delivery
-    kind (order alternating too); each delivery round's µs a message ÷ the batch's."""
+    kind (order alternating too); each delivery round's µs a message ÷ the batch's.
+    ``roll_wal``: each server rolls its WAL first (_roll_wal)."""
     n = int(rate * seconds)
     for side in sides:  # warm-up: first writes, first validations
+        if roll_wal:
+            print(f"[deliver] rolling the WAL of {side.name}", file=sys.stderr, flush=True)
+            run(partial(_roll_wal, side.server.port))
+            process.wait_idle(side.server.pid, timeout_s=30.0)  # its flushes
+            wals = sorted(side.server.data_dir.rglob("*.log"))
+            print(
+                f"[deliver] {side.name}: WAL files "
+                + ", ".join(f"{p.name} {p.stat().st_size / 2**20:.1f} MiB" for p in wals),
+                file=sys.stderr,
+                flush=True,
+            )
         run(partial(_batch_window, side.server.port, 5_000))
     for r in range(rounds):
         order = sides if r % 2 == 0 else sides[::-1]
@@ -511,6 +548,7 @@ def compare(
     seconds: float,
     kinds: tuple[str, ...],
     env_b: dict[str, str] | None = None,
+    roll_wal: bool = False,
 ) -> list[Side]:
     """One side a tree (two: both up at once); ``env_b``: the second side's settings on
     top of ``env`` (one tree given twice: one build under two settings)."""
@@ -530,7 +568,9 @@ def compare(
                     sides.append(Side(name, process.service(work, own).start()))
             finally:
                 process.ROOT = root
-            measure(sides, rounds=rounds, rate=rate, seconds=seconds, kinds=kinds)
+            measure(
+                sides, rounds=rounds, rate=rate, seconds=seconds, kinds=kinds, roll_wal=roll_wal
+            )
         finally:
             for side in sides:
                 side.server.stop()
@@ -714,6 +754,12 @@ def main() -> None:
     parser.add_argument("--kinds", default=",".join(KINDS), help="stream,poll")
     parser.add_argument("--redis", action="store_true", help="the Redis poller's lateness after")
     parser.add_argument(
+        "--roll-wal",
+        action="store_true",
+        help="each server first writes ~500 MB (one-hour timers), rolling its WAL as a server "
+        "that has run for a while has",
+    )
+    parser.add_argument(
         "--floor",
         action="store_true",
         help="no server: the floor of a round (its WriteBatches, the fsync, a thread "
@@ -761,6 +807,7 @@ def main() -> None:
                 seconds=args.seconds,
                 kinds=kinds,
                 env_b=_env(args.env_b),
+                roll_wal=args.roll_wal,
             )
         print("\n".join(by_rate(sides_by_rate)))
         return
@@ -772,6 +819,7 @@ def main() -> None:
         seconds=args.seconds,
         kinds=kinds,
         env_b=_env(args.env_b),
+        roll_wal=args.roll_wal,
     )
     redis = _redis(args.rate, args.seconds) if args.redis else None
     print("\n".join(summary(sides, redis)))

@@ -43,6 +43,43 @@ def test_the_data_dir_and_a_synced_write_survive_a_power_cut(fs: PowerCut) -> No
         store.close()
 
 
+@pytest.mark.parametrize("torn", [False, True])
+def test_writes_to_a_recycled_wal_survive_a_power_cut_up_to_the_last_sync(
+    fs: PowerCut, torn: bool
+) -> None:
+    """The store writes its WAL over an obsolete one (storage/store.py, RECYCLED_WALS):
+    after a cut, what was synced in it is there, what was not is a prefix of the rest,
+    and the old records behind are never replayed."""
+    data = fs.mount_point / "data"
+    store = RocksStore(data)
+    value = b"v" * 1024
+    for roll in range(3):  # each flush of the memtable starts the next WAL
+        store.write(
+            [Put(CF.META, b"roll-%d-%d" % (roll, i), value) for i in range(512)], sync=False
+        )
+        store.compact(CF.META, None, None)
+    for i in range(20):
+        store.write([Put(CF.TIMERS, i.to_bytes(4, "big"), b"synced")], sync=False)
+    store.sync_wal()
+    for i in range(20, 40):
+        store.write([Put(CF.TIMERS, i.to_bytes(4, "big"), b"unsynced")], sync=False)
+    fs.freeze()
+    with contextlib.suppress(StorageError):
+        store.close()
+    fs.cut(torn=torn, seed=7)
+    fs.mount()
+    store = RocksStore(data)
+    try:
+        got = [store.get(CF.TIMERS, i.to_bytes(4, "big")) for i in range(40)]
+        assert got[:20] == [b"synced"] * 20
+        kept = got[20:]
+        assert kept == [b"unsynced"] * kept.count(b"unsynced") + [None] * kept.count(None)
+        assert store.get(CF.META, b"roll-2-511") == value
+        assert len(store.scan(CF.TIMERS, b"", b"\xff" * 8, 100)) == 20 + kept.count(b"unsynced")
+    finally:
+        store.close()
+
+
 def test_a_sealed_segment_and_its_directories_survive_a_power_cut(fs: PowerCut) -> None:
     data = fs.mount_point / "data"
     RocksStore(data).close()  # the data dir, made durable; events/ is not there yet

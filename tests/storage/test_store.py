@@ -185,3 +185,35 @@ def test_the_info_log_rolls_and_old_ones_are_capped(path: str) -> None:
     options = max(Path(path).glob("OPTIONS-*"), key=lambda p: p.stat().st_mtime).read_text()
     assert f"max_log_file_size={store_mod.MAX_LOG_FILE_BYTES}\n" in options
     assert f"keep_log_file_num={store_mod.KEEP_LOG_FILES}\n" in options
+
+
+def wal_sizes(path: str) -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in Path(path).glob("*.log")}
+
+
+def test_a_rolled_wal_is_written_over_and_what_it_gets_is_replayed(path: str) -> None:
+    """An obsolete WAL file is kept and written over as the next one (a file that does not
+    grow: its fsync has no size to commit); a reopen replays what was written to it and
+    stops at the old records behind."""
+    first = RocksStore(path)
+    value = b"v" * 1024
+    for roll in range(3):  # each flush of the memtable starts the next WAL
+        first.write(
+            [Put(CF.META, b"roll-%d-%d" % (roll, i), value) for i in range(2048)], sync=False
+        )
+        first.compact(CF.META, None, None)
+    first.write([Put(CF.TIMERS, k(i), b"after") for i in range(10)], sync=False)
+    first.sync_wal()
+    # The live WAL holds ten small records, in a file of the old one's length
+    assert max(wal_sizes(path).values()) >= 1024 * 1024
+    first.write([Put(CF.TIMERS, k(i), b"after-2") for i in range(5)], sync=False)
+    first.sync_wal()
+    first.close()  # the memtables are not flushed: a reopen replays the recycled WAL
+    second = RocksStore(path)
+    try:
+        got = [second.get(CF.TIMERS, k(i)) for i in range(10)]
+        assert got == [b"after-2"] * 5 + [b"after"] * 5
+        assert all_keys(second, CF.TIMERS) == [k(i) for i in range(10)]  # no old record
+        assert second.get(CF.META, b"roll-2-2047") == value
+    finally:
+        second.close()
