@@ -65,7 +65,7 @@ from bench.client import Client, run
 from bench.stats import Spread, spread
 from storage import keys
 from storage.records import MessageRecord
-from storage.store import CF
+from storage.store import CF, DeleteRange, Put, RocksStore
 from tests.support import process
 from workers.clock import FakeClock
 from workers.engine import Engine, EngineConfig
@@ -599,6 +599,7 @@ class Steps:
 
     size: int
     us: dict[str, float]
+    wal: str = ""  # "recycled": the engine's WAL was a recycled file (roll_wal)
 
     @property
     def total(self) -> float:
@@ -609,14 +610,37 @@ def _in_process_record(msg_id: str, due_ms: int) -> MessageRecord:
     return MessageRecord("t", msg_id, due_ms, 0, lateness.BODY.encode())
 
 
+ROLLED_WAL_BYTES = 48 * 1024 * 1024  # the WAL file a rolled engine's store writes over
+
+
+def roll_wal(store: RocksStore) -> None:
+    """Make the store's live WAL a file RocksDB recycled, of ROLLED_WAL_BYTES, as a server
+    that has run for a while has (storage/store.py, RECYCLED_WALS): write that much, flush
+    every memtable (the WAL is then obsolete and kept), and once more (the next WAL is the
+    kept one). What it writes is deleted again."""
+    value = b"r" * 4096
+    low, high = b"\xff" * 8, b"\xff" * 9
+    for n in (ROLLED_WAL_BYTES // len(value), 1):
+        for i in range(0, n, 256):
+            keys_ = [low + j.to_bytes(4, "big") for j in range(i, min(n, i + 256))]
+            store.write([Put(CF.TIMERS, key, value) for key in keys_], sync=False)
+        store.write([DeleteRange(CF.TIMERS, low, high)], sync=False)
+        for cf in CF.ALL:
+            store.compact(cf, None, None)
+
+
 class _Deliveries:
     """One engine (writer and syncer started; this thread is its scanner and its consumer)
-    whose timers fall due ``size`` a round, and the CPU of each step over its rounds."""
+    whose timers fall due ``size`` a round, and the CPU of each step over its rounds.
+    ``rolled``: its WAL is a recycled file (roll_wal)."""
 
-    def __init__(self, data_dir: str, size: int) -> None:
+    def __init__(self, data_dir: str, size: int, *, rolled: bool = False) -> None:
         self.size = size
+        self.rolled = rolled
         self.clock = FakeClock()
         self.engine = Engine(EngineConfig(data_dir=data_dir), self.clock)
+        if rolled:
+            roll_wal(self.engine.store)
         self.engine.writer.start()
         self.cursor = b""
         self.cpu = dict.fromkeys(IN_PROCESS_STEPS, 0.0)
@@ -663,16 +687,21 @@ class _Deliveries:
         self.rounds += 1
 
     def steps(self) -> Steps:
-        return Steps(self.size, {step: s / self.rounds * 1e6 for step, s in self.cpu.items()})
+        us = {step: s / self.rounds * 1e6 for step, s in self.cpu.items()}
+        return Steps(self.size, us, "recycled" if self.rolled else "")
 
     def close(self) -> None:
         self.engine.writer.stop()
         self.engine.store.close()
 
 
-async def _in_process(tmp: str, sizes: tuple[int, ...], rounds: int) -> tuple[list[Steps], float]:
+async def _in_process(
+    tmp: str, sizes: tuple[int, ...], rounds: int, rolled: bool
+) -> tuple[list[Steps], float]:
     sender = _Deliveries(f"{tmp}/send", 1)  # its engine takes batch sends only
     runs = [_Deliveries(f"{tmp}/steps-{size}", size) for size in sizes]
+    if rolled:  # each size again, on an engine whose WAL is a recycled file
+        runs += [_Deliveries(f"{tmp}/rolled-{size}", size, rolled=True) for size in sizes]
     try:
         for one in runs:
             await one.load(rounds)
@@ -694,31 +723,39 @@ async def _in_process(tmp: str, sizes: tuple[int, ...], rounds: int) -> tuple[li
 
 
 def in_process(
-    sizes: tuple[int, ...] = IN_PROCESS_SIZES, rounds: int = IN_PROCESS_ROUNDS
+    sizes: tuple[int, ...] = IN_PROCESS_SIZES,
+    rounds: int = IN_PROCESS_ROUNDS,
+    *,
+    rolled: bool = False,
 ) -> tuple[list[Steps], float]:
     """Each size's Steps and a batch send's CPU a message (the process's: its fsyncs
     included), in interleaved rounds: a round of every size in turn (order alternating),
     a batch send of 1000 every SEND_EVERY of them, so that a change in the machine's load
-    falls on all of them alike. On uvloop, as the server."""
+    falls on all of them alike. On uvloop, as the server. ``rolled``: every size twice,
+    the second time on an engine whose WAL is a recycled file (roll_wal), interleaved."""
     with tempfile.TemporaryDirectory(prefix="rocktimer-bench-deliver-") as tmp:
-        return run(partial(_in_process, tmp, sizes, rounds))
+        return run(partial(_in_process, tmp, sizes, rounds, rolled))
 
 
 def in_process_lines(steps: list[Steps], send_us: float) -> list[str]:
     lines = [f"in process: a batch send of 1000 {send_us:.1f} µs CPU a message"]
-    for s in steps:
-        parts = ", ".join(f"{step} {us:.0f}" for step, us in s.us.items())
-        lines.append(
-            f"  {s.size} a round: {s.total:.0f} µs ({parts}); a message {s.total / s.size:.1f} µs "
-            f"= x{_ratio(s.total / s.size, send_us):.1f} a batch send"
-        )
-    for step in (*IN_PROCESS_STEPS, "all"):
-        points = [  # (batches a message, µs a message): one batch of each step a round
-            (1 / s.size, (s.total if step == "all" else s.us[step]) / s.size) for s in steps
-        ]
-        split = split_cost(points)
-        if split is not None:
-            lines.append(f"  {step}: ~ {split[0]:.1f} µs a message + {split[1]:.0f} µs a round")
+    for wal in dict.fromkeys(s.wal for s in steps):  # each kind of engine, in order
+        ours = [s for s in steps if s.wal == wal]
+        if wal:
+            lines.append(f" the WAL {wal}:")
+        for s in ours:
+            parts = ", ".join(f"{step} {us:.0f}" for step, us in s.us.items())
+            lines.append(
+                f"  {s.size} a round: {s.total:.0f} µs ({parts}); a message "
+                f"{s.total / s.size:.1f} µs = x{_ratio(s.total / s.size, send_us):.1f} a batch send"
+            )
+        for step in (*IN_PROCESS_STEPS, "all"):
+            points = [  # (batches a message, µs a message): one batch of each step a round
+                (1 / s.size, (s.total if step == "all" else s.us[step]) / s.size) for s in ours
+            ]
+            split = split_cost(points)
+            if split is not None:
+                lines.append(f"  {step}: ~ {split[0]:.1f} µs a message + {split[1]:.0f} µs a round")
     return lines
 
 
@@ -757,7 +794,8 @@ def main() -> None:
         "--roll-wal",
         action="store_true",
         help="each server first writes ~500 MB (one-hour timers), rolling its WAL as a server "
-        "that has run for a while has",
+        "that has run for a while has; with --in-process, each size again on an engine "
+        "whose WAL is a recycled file",
     )
     parser.add_argument(
         "--floor",
@@ -776,7 +814,8 @@ def main() -> None:
         print("\n".join(deliver_floor.lines(deliver_floor.measure(), GOAL_RATIO)))
         return
     if args.in_process:
-        print("\n".join(in_process_lines(*in_process(rounds=args.rounds * 100))))
+        got = in_process(rounds=args.rounds * 100, rolled=args.roll_wal)
+        print("\n".join(in_process_lines(*got)))
         return
     trees = args.trees or [process.ROOT]
     if len(trees) > 2:

@@ -37,6 +37,7 @@ from bench import (
     stream,
 )
 from bench.stats import percentile, spread
+from storage.store import CF, Put, RocksStore
 from tests.support import process
 
 TINY_PROBE = probe.Shape(n=100, span_ms=100, lead_ms=500)
@@ -398,6 +399,27 @@ def test_the_in_process_split_measures_each_step_of_a_delivery_and_a_batch_send(
     lines = deliver.in_process_lines(steps, send_us)
     assert lines[0].startswith("in process: a batch send of 1000 ")
     assert any(line.startswith("  all: ~ ") for line in lines)  # two sizes: a split
+
+
+def test_the_in_process_rounds_run_again_on_engines_whose_wal_is_recycled() -> None:
+    steps, _ = deliver.in_process(sizes=(1, 4), rounds=4, rolled=True)
+    assert [(s.size, s.wal) for s in steps] == [(1, ""), (4, ""), (1, "recycled"), (4, "recycled")]
+    lines = deliver.in_process_lines(steps, 5.0)
+    assert " the WAL recycled:" in lines
+    assert sum(line.startswith("  all: ~ ") for line in lines) == 2
+
+
+def test_a_rolled_store_writes_its_wal_over_a_recycled_file(tmp_path: Path) -> None:
+    store = RocksStore(str(tmp_path / "db"))
+    try:
+        deliver.roll_wal(store)
+        store.write([Put(CF.META, b"k", b"v")], sync=False)
+        store.sync_wal()
+        sizes = [p.stat().st_size for p in (tmp_path / "db").glob("*.log")]
+        assert max(sizes) >= deliver.ROLLED_WAL_BYTES  # one small record, a file that long
+        assert store.scan(CF.TIMERS, b"", b"\xff" * 16, 10) == []  # what it wrote is gone
+    finally:
+        store.close()
 
 
 def test_the_floor_times_a_rounds_real_batches_fsync_and_hand_off() -> None:
