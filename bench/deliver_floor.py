@@ -171,17 +171,17 @@ def _fdatasync_us(path: str, reps: int, *, append: bool) -> tuple[float, float]:
 
 class _Wal:
     """A DB with the store's options (storage/store.py) whose WAL either is a fresh file
-    that each write appends to (the store's today) or, with ``recycle``, a file RocksDB
-    recycled (``recycle_log_file_num``): written over in place, so that an fsync need not
-    commit the file's size as well. Both had their WAL rolled the same way first."""
+    that each write appends to (as a store's is until its WAL first rolls, and always
+    without recycling) or, with ``recycle``, a file RocksDB recycled
+    (``recycle_log_file_num``): written over in place, so that an fsync need not commit
+    the file's size as well. Both had their WAL rolled the same way first."""
 
     ROLLS = 3  # WAL rolls before timing: the live one is then a recycled file, if any
     ROLL_BYTES = 8 * 1024 * 1024  # written before each roll: more than the timing appends
 
     def __init__(self, path: str, *, recycle: bool) -> None:
         opts = _options()
-        if recycle:
-            opts.set_recycle_log_file_num(1)
+        opts.set_recycle_log_file_num(1 if recycle else 0)
         self.db = Rdict(path, opts, column_families={cf: _options() for cf in CF.ALL})
         self.handles = {cf: self.db.get_column_family_handle(cf) for cf in CF.ALL}
         self._unsynced = WriteOptions()
