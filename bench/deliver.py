@@ -65,7 +65,7 @@ from bench.client import Client, run
 from bench.stats import Spread, spread
 from storage import keys
 from storage.records import MessageRecord
-from storage.store import CF, DeleteRange, Put, RocksStore
+from storage.store import CF
 from tests.support import process
 from workers.clock import FakeClock
 from workers.engine import Engine, EngineConfig
@@ -599,7 +599,7 @@ class Steps:
 
     size: int
     us: dict[str, float]
-    wal: str = ""  # "recycled": the engine's WAL was a recycled file (roll_wal)
+    wal: str = ""  # "recycled": the engine's WAL was a recycled file (deliver_floor.roll_wal)
 
     @property
     def total(self) -> float:
@@ -610,29 +610,10 @@ def _in_process_record(msg_id: str, due_ms: int) -> MessageRecord:
     return MessageRecord("t", msg_id, due_ms, 0, lateness.BODY.encode())
 
 
-ROLLED_WAL_BYTES = 48 * 1024 * 1024  # the WAL file a rolled engine's store writes over
-
-
-def roll_wal(store: RocksStore) -> None:
-    """Make the store's live WAL a file RocksDB recycled, of ROLLED_WAL_BYTES, as a server
-    that has run for a while has (storage/store.py, RECYCLED_WALS): write that much, flush
-    every memtable (the WAL is then obsolete and kept), and once more (the next WAL is the
-    kept one). What it writes is deleted again."""
-    value = b"r" * 4096
-    low, high = b"\xff" * 8, b"\xff" * 9
-    for n in (ROLLED_WAL_BYTES // len(value), 1):
-        for i in range(0, n, 256):
-            keys_ = [low + j.to_bytes(4, "big") for j in range(i, min(n, i + 256))]
-            store.write([Put(CF.TIMERS, key, value) for key in keys_], sync=False)
-        store.write([DeleteRange(CF.TIMERS, low, high)], sync=False)
-        for cf in CF.ALL:
-            store.compact(cf, None, None)
-
-
 class _Deliveries:
     """One engine (writer and syncer started; this thread is its scanner and its consumer)
     whose timers fall due ``size`` a round, and the CPU of each step over its rounds.
-    ``rolled``: its WAL is a recycled file (roll_wal)."""
+    ``rolled``: its WAL is a recycled file (deliver_floor.roll_wal)."""
 
     def __init__(self, data_dir: str, size: int, *, rolled: bool = False) -> None:
         self.size = size
@@ -640,7 +621,7 @@ class _Deliveries:
         self.clock = FakeClock()
         self.engine = Engine(EngineConfig(data_dir=data_dir), self.clock)
         if rolled:
-            roll_wal(self.engine.store)
+            deliver_floor.roll_wal(self.engine.store)
         self.engine.writer.start()
         self.cursor = b""
         self.cpu = dict.fromkeys(IN_PROCESS_STEPS, 0.0)
@@ -732,7 +713,8 @@ def in_process(
     included), in interleaved rounds: a round of every size in turn (order alternating),
     a batch send of 1000 every SEND_EVERY of them, so that a change in the machine's load
     falls on all of them alike. On uvloop, as the server. ``rolled``: every size twice,
-    the second time on an engine whose WAL is a recycled file (roll_wal), interleaved."""
+    the second time on an engine whose WAL is a recycled file (deliver_floor.roll_wal),
+    interleaved."""
     with tempfile.TemporaryDirectory(prefix="rocktimer-bench-deliver-") as tmp:
         return run(partial(_in_process, tmp, sizes, rounds, rolled))
 

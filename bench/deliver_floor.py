@@ -13,12 +13,15 @@ fresh store of the same options times, alternating in every repetition:
   (two commits and one fsync a round);
 - both as one WriteBatch, then ``flush_wal(True)``: one commit and one fsync a round;
 
-and, apart, one thread hand-off (a ``threading.Condition`` wake-up each way, the way the
-writer hands a batch to its syncer). Each part's CPU is the calling thread's own
-(``time.thread_time``); fsync's wall time is shown beside its CPU, but only the CPU counts
-toward CPU a message. The same process makes batch sends of 1000 through an engine between
-the repetitions: the baseline of the goal (CPU a message delivered and acked <= 3 x a batch
-send's).
+and, apart: ``flush_wal(True)`` after the round's batches on a store whose WAL is appended
+to (a fresh store's) beside one whose WAL is a file RocksDB recycled (``roll_wal``: written
+over in place, no file size to commit), alternating; a plain ``fdatasync`` of an append
+and of an overwrite in place, for reference; one thread hand-off (a
+``threading.Condition`` wake-up each way, the way the writer hands a batch to its syncer).
+Each part's CPU is the calling thread's own (``time.thread_time``); fsync's wall time is
+shown beside its CPU, but only the CPU counts toward CPU a message. The same process
+makes batch sends of 1000 through an engine between the repetitions: the baseline of the
+goal (CPU a message delivered and acked <= 3 x a batch send's).
 """
 
 from __future__ import annotations
@@ -33,11 +36,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from rocksdict import Rdict, WriteBatch, WriteOptions
-
 from bench import batch
 from bench.client import run
-from storage.store import CF, DeleteRange, RocksStore, _options
+from storage.store import CF, DeleteRange, Put, RocksStore
 from workers.scanner import Chunk
 
 # A round's handoffs between threads: the move's reply to the event loop, the ack's batch
@@ -169,59 +170,41 @@ def _fdatasync_us(path: str, reps: int, *, append: bool) -> tuple[float, float]:
     return statistics.median(cpu) * 1e6, statistics.median(wall) * 1e6
 
 
-class _Wal:
-    """A DB with the store's options (storage/store.py) whose WAL either is a fresh file
-    that each write appends to (as a store's is until its WAL first rolls, and always
-    without recycling) or, with ``recycle``, a file RocksDB recycled
-    (``recycle_log_file_num``): written over in place, so that an fsync need not commit
-    the file's size as well. Both had their WAL rolled the same way first."""
+ROLLED_WAL_BYTES = 48 * 1024 * 1024  # the WAL file a rolled engine's store writes over
 
-    ROLLS = 3  # WAL rolls before timing: the live one is then a recycled file, if any
-    ROLL_BYTES = 8 * 1024 * 1024  # written before each roll: more than the timing appends
 
-    def __init__(self, path: str, *, recycle: bool) -> None:
-        opts = _options()
-        opts.set_recycle_log_file_num(1 if recycle else 0)
-        self.db = Rdict(path, opts, column_families={cf: _options() for cf in CF.ALL})
-        self.handles = {cf: self.db.get_column_family_handle(cf) for cf in CF.ALL}
-        self._unsynced = WriteOptions()
-        value = b"r" * 1024
-        for roll in range(self.ROLLS):
-            meta = self.db.get_column_family(CF.META)
-            for i in range(self.ROLL_BYTES // len(value)):
-                meta[b"roll-%d-%d" % (roll, i)] = value
-            meta.flush()  # the WAL holds nothing unflushed: the next write starts another
-            self.db.flush()
-
-    def write(self, written: Written) -> None:
-        batch = WriteBatch(raw_mode=True)
-        for r in written.ranges:
-            batch.delete_range(r.begin, r.end, self.handles[r.cf])
-        for cf, values in written.staged.items():
-            for key, value in values.items():
-                if value is None:
-                    batch.delete(key, self.handles[cf])
-                else:
-                    batch.put(key, value, self.handles[cf])
-        self.db.write(batch, self._unsynced)
-
-    def close(self) -> None:
-        self.db.close()
+def roll_wal(store: RocksStore) -> None:
+    """Make the store's live WAL a file RocksDB recycled, of ROLLED_WAL_BYTES, as a server
+    that has run for a while has (storage/store.py, RECYCLED_WALS): write that much, flush
+    every memtable (the WAL is then obsolete and kept), and once more (the next WAL is the
+    kept one). What it writes is deleted again."""
+    value = b"r" * 4096
+    low, high = b"\xff" * 8, b"\xff" * 9
+    for n in (ROLLED_WAL_BYTES // len(value), 1):
+        for i in range(0, n, 256):
+            keys_ = [low + j.to_bytes(4, "big") for j in range(i, min(n, i + 256))]
+            store.write([Put(CF.TIMERS, key, value) for key in keys_], sync=False)
+        store.write([DeleteRange(CF.TIMERS, low, high)], sync=False)
+        for cf in CF.ALL:
+            store.compact(cf, None, None)
 
 
 def _wal_fsync_us(tmp: str, written: Written, reps: int) -> tuple[float, float]:
-    """CPU µs (medians) of flush_wal(True) after writing ``written``: WAL appended,
-    recycled; in alternation."""
-    wals = [_Wal(f"{tmp}/wal-appended", recycle=False), _Wal(f"{tmp}/wal-recycled", recycle=True)]
+    """CPU µs (medians) of flush_wal(True) after writing ``written``, on a store whose WAL
+    is appended to (a fresh one's) and on one whose WAL is a recycled file (roll_wal); in
+    alternation."""
+    appended, recycled = RocksStore(f"{tmp}/wal-appended"), RocksStore(f"{tmp}/wal-recycled")
+    stores = [appended, recycled]
     spent: list[list[float]] = [[], []]
     try:
+        roll_wal(recycled)
         for r in range(reps):
             for i in (0, 1) if r % 2 == 0 else (1, 0):
-                wals[i].write(written)
-                spent[i].append(_timed(partial(wals[i].db.flush_wal, True)))
+                _write(stores[i], written)
+                spent[i].append(_timed(stores[i].sync_wal))
     finally:
-        for wal in wals:
-            wal.close()
+        for store in stores:
+            store.close()
     return statistics.median(spent[0]) * 1e6, statistics.median(spent[1]) * 1e6
 
 
