@@ -1,16 +1,16 @@
 """A batch send staged as columns (workers/ops/messages.py, ``_stage_timers``) writes exactly
 what the same batch sent one message at a time writes: keys, values, counts, events and
 outcomes, whatever the batch holds (ids twice, ids already sent or cancelled, items
-refused before, messages due now)."""
+refused before, messages due now, a record that cannot be encoded)."""
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from storage.event_table import decode
@@ -24,8 +24,15 @@ END = b"\xff" * 64
 TOPICS = ("t", "u")
 
 
-def _record(topic: str, msg_id: str, delay_ms: int, tag: str | None) -> MessageRecord:
-    return MessageRecord(topic, msg_id, NOW + delay_ms, NOW, b"body " + msg_id.encode(), tag=tag)
+UNENCODABLE = {"k": cast(str, object())}  # no record holds it: it fails the column alone
+
+
+def _record(
+    topic: str, msg_id: str, delay_ms: int, tag: str | None, broken: bool = False
+) -> MessageRecord:
+    body = b"body " + msg_id.encode()
+    properties = UNENCODABLE if broken else {}
+    return MessageRecord(topic, msg_id, NOW + delay_ms, NOW, body, tag=tag, properties=properties)
 
 
 items = st.one_of(
@@ -36,6 +43,7 @@ items = st.one_of(
         st.sampled_from([f"m{i}" for i in range(12)]),
         st.sampled_from([-5, 0, 1, 60_000]),
         st.sampled_from([None, "red"]),
+        st.sampled_from([False] * 7 + [True]),
     ),
 )
 # ids sent before the batch, some cancelled since (their msg_id stays dead)
@@ -106,6 +114,18 @@ def _send(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(batch=st.lists(items, min_size=1, max_size=12), before=earlier)
+# An id whose first copy cannot be encoded, repeated in the same column and in a later
+# one (a message due now between them): the repeat is sent as new, in its place.
+@example(
+    batch=[_record("t", "m1", 60_000, None, True), _record("t", "m2", 1, None)]
+    + [_record("t", "m1", 60_000, "red")],
+    before={},
+)
+@example(
+    batch=[_record("t", "m1", 60_000, None, True), _record("t", "m2", 0, None)]
+    + [_record("t", "m1", 60_000, "red"), _record("t", "m3", 1, None)],
+    before={"m0": False},
+)
 def test_columns_write_what_one_at_a_time_writes(
     batch: list[MessageRecord | None], before: dict[str, bool]
 ) -> None:
@@ -150,9 +170,10 @@ def test_a_plain_batch_takes_the_columns(stores: Stores, monkeypatch: pytest.Mon
 def test_a_few_odd_items_keep_the_columns_for_the_rest(
     stores: Stores, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An id twice, an id sent before and a message due now (a bulk load's repeated rows, a
-    rerun, a backlog) are sent alone; the plain items between them are staged as columns,
-    run by run, and every outcome keeps its place in the batch."""
+    """An id twice and an id sent before (a bulk load's repeated rows, a rerun) keep the
+    column whole: the one is answered once the column is staged, the other from its entry;
+    a message due now (a backlog) is sent alone between two columns. Every outcome keeps
+    its place in the batch."""
     calls: list[int] = []
     real = messages._stage_timers
 
@@ -170,12 +191,15 @@ def test_a_few_odd_items_keep_the_columns_for_the_rest(
     batch[600] = _record("t", "n600", 0, None)  # due now
     txn = Txn(stores.bulk, NOW)
     out = messages.send_many(txn, batch, [False] * 1000)
-    assert calls == [299, 199, 99, 399]  # n500 (sent before) and n600 alone, no timer
+    assert calls == [597, 399]  # n600 alone, no timer; the repeat and n500: no timer
     assert out[7] is None
     sent = [o for o in out if isinstance(o, messages.SendOutcome)]
     assert len(sent) == 999
     assert [o.msg_id for o in sent] == [r.msg_id for r in batch if r is not None]
     created = {o.msg_id for o in sent if o.created}
     assert created == {f"n{i}" for i in range(1000)} - {"n7", "n300", "n500"}
+    first, repeat = out[10], out[300]
+    assert isinstance(first, messages.SendOutcome) and isinstance(repeat, messages.SendOutcome)
+    assert repeat == first._replace(created=False)
     states = [o.state for o in out[599:602] if isinstance(o, messages.SendOutcome)]
     assert states == [MessageState.SCHEDULED, MessageState.DELIVERED, MessageState.SCHEDULED]
