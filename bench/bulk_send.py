@@ -9,11 +9,14 @@ windows that alternate, so the bulk load's cost a message stands beside figure 2
 same minutes; with two trees (another build's worktree, then this one), both servers are
 up at once and every window runs on each in turn (order alternating), giving each kind's
 B ÷ A as well. Each bulk window is new messages (its own seed); its repeats count as
-messages (answered 200).
+messages (answered 200). ``--age-s``: the rows' times as a file made that long before
+it is sent, whose first bursts are due by then (figure 16's load and replay send rows
+generated minutes earlier): those go into the topic log at once.
 
     python -m bench.bulk_send                      # this tree: bulk ÷ figure 2
     python -m bench.bulk_send ../old .             # two trees: B ÷ A of each kind too
     python -m bench.bulk_send ../old . --rounds 9 --window 100
+    python -m bench.bulk_send ../old . --age-s 300  # a file made five minutes before
 """
 
 from __future__ import annotations
@@ -102,11 +105,13 @@ async def _bulk(port: int, bodies: dict[str, list[bytes]]) -> int:
     return sum(_messages(stats) for stats in done)
 
 
-def window(side: Side, kind: str, batches: int, seed: int) -> Window:
-    """One window of ``kind`` on ``side``'s server; bulk bodies built before it starts."""
+def window(side: Side, kind: str, batches: int, seed: int, age_ms: int = 0) -> Window:
+    """One window of ``kind`` on ``side``'s server; bulk bodies built before it starts,
+    their times as of ``age_ms`` before."""
     port = side.server.port
+    start_ms = loader.now_ms() - age_ms
     bodies = (
-        loader.bulk_bodies(batches * loader.BATCH_SIZE, seed=seed, start_ms=loader.now_ms())
+        loader.bulk_bodies(batches * loader.BATCH_SIZE, seed=seed, start_ms=start_ms)
         if kind == "bulk load"
         else {}
     )
@@ -119,7 +124,9 @@ def window(side: Side, kind: str, batches: int, seed: int) -> Window:
     return out
 
 
-def compare(trees: list[Path], *, rounds: int, size: int = WINDOW_BATCHES) -> list[Side]:
+def compare(
+    trees: list[Path], *, rounds: int, size: int = WINDOW_BATCHES, age_ms: int = 0
+) -> list[Side]:
     """Every tree's server up at once; each round, each side (order alternating) gets a
     window of each kind (order alternating)."""
     root = process.ROOT
@@ -142,7 +149,7 @@ def compare(trees: list[Path], *, rounds: int, size: int = WINDOW_BATCHES) -> li
             for r in range(rounds):
                 for side in sides if r % 2 == 0 else sides[::-1]:
                     for kind in KINDS if (r // 2) % 2 == 0 else KINDS[::-1]:
-                        window(side, kind, size, next(seeds))
+                        window(side, kind, size, next(seeds), age_ms)
         finally:
             for side in sides:
                 side.server.stop()
@@ -188,7 +195,7 @@ def summary(sides: list[Side]) -> list[str]:
     return lines
 
 
-def _problem(trees: list[Path], rounds: int, size: int) -> str | None:
+def _problem(trees: list[Path], rounds: int, size: int, age_s: int) -> str | None:
     """What is wrong with the command line, in one line; None if nothing."""
     if len(trees) > 2:
         return "at most two trees"
@@ -197,6 +204,8 @@ def _problem(trees: list[Path], rounds: int, size: int) -> str | None:
             return f"{tree} is not a rocktimer tree (no app/__main__.py)"
     if rounds < 1 or size < 1:
         return "--rounds and --window must be at least 1"
+    if age_s < 0:
+        return "--age-s must be 0 or more"
     return None
 
 
@@ -207,13 +216,15 @@ def main() -> None:
     parser.add_argument("trees", type=Path, nargs="*", help="zero (this tree), one or two trees")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--window", type=int, default=WINDOW_BATCHES, help="batches a window")
+    parser.add_argument("--age-s", type=int, default=0, help="the bulk rows' age when sent")
     args = parser.parse_args()
     trees = args.trees or [process.ROOT]
-    problem = _problem(trees, args.rounds, args.window)
+    problem = _problem(trees, args.rounds, args.window, args.age_s)
     if problem:
         print(f"bench.bulk_send: {problem}", file=sys.stderr)
         raise SystemExit(2)
-    print("\n".join(summary(compare(trees, rounds=args.rounds, size=args.window))))
+    sides = compare(trees, rounds=args.rounds, size=args.window, age_ms=args.age_s * 1000)
+    print("\n".join(summary(sides)))
 
 
 if __name__ == "__main__":
