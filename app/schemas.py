@@ -23,7 +23,9 @@ from workers.rules.retry import DELAY_LEVELS_MS, GroupSettings
 from workers.rules.webhook import MAX_RETRY_DELAY_MS, PushSettings
 
 NAME_PATTERN = r"^[%|a-zA-Z0-9_-]{1,127}$"
-MSG_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+MSG_ID_CHARS = "A-Za-z0-9._:-"  # what a msg_id is made of (the inside of a regex class)
+MSG_ID_MAX = 128
+MSG_ID_PATTERN = rf"^[{MSG_ID_CHARS}]{{1,{MSG_ID_MAX}}}$"
 U63 = 2**63 - 1  # times and durations fit a signed 64-bit int in every client language
 
 UNADDRESSABLE_IDS = frozenset({".", ".."})  # match the pattern, but a URL path drops them
@@ -101,10 +103,11 @@ class SendMessage(_Strict):
 # ids); the tag pattern a part of what Tag takes: printable ASCII but space, '|' and '*',
 # which tagfilter.tag_problem passes. A batch it refuses is read again with SendBatch,
 # so it refuses nothing SendBatch takes.
-PLAIN_MSG_ID_PATTERN = (
-    r"^(?:[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,127}"
-    r"|\.[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,126}"
-    r"|\.\.[A-Za-z0-9._:-]{1,126})$"
+_BUT_DOT = MSG_ID_CHARS.replace(".", "")
+PLAIN_MSG_ID_PATTERN = (  # a first character not a dot, or one dot, or two and more
+    rf"^(?:[{_BUT_DOT}][{MSG_ID_CHARS}]{{0,{MSG_ID_MAX - 1}}}"
+    rf"|\.[{_BUT_DOT}][{MSG_ID_CHARS}]{{0,{MSG_ID_MAX - 2}}}"
+    rf"|\.\.[{MSG_ID_CHARS}]{{1,{MSG_ID_MAX - 2}}})$"
 )
 PLAIN_TAG_PATTERN = rf"^[!-)+-{{}}~]{{1,{tagfilter.TAG_MAX}}}$"
 

@@ -117,10 +117,14 @@ def _verdict(model: type[SendMessage], item: dict[str, Any]) -> dict[str, Any] |
         return None
 
 
-ID_CHARS = st.sampled_from("abZ09._:-/ é")
+ID_CHARS = st.sampled_from("abZ09._:-/~!* é")
 
 
-@given(msg_id=st.text(ID_CHARS, max_size=130) | st.sampled_from([".", "..", "...", "a" * 128]))
+EDGE_IDS = [".", "..", "...", ".a", "a" * 128, "a" * 129, "." + "a" * 127, ".." + "a" * 126]
+EDGE_IDS += ["..." + "a" * 126, "." * 128, "." * 129]
+
+
+@given(msg_id=st.text(ID_CHARS, max_size=130) | st.sampled_from(EDGE_IDS))
 def test_the_plain_msg_id_is_exactly_the_schemas(msg_id: str) -> None:
     item = {"msg_id": msg_id, "body": "x"}
     assert _verdict(PlainSendMessage, item) == _verdict(SendMessage, item)
