@@ -22,7 +22,6 @@ generated minutes earlier): those go into the topic log at once.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import itertools
 import statistics
 import sys
@@ -88,20 +87,7 @@ async def _figure_2(port: int, batches: int) -> int:
 
 
 async def _bulk(port: int, bodies: dict[str, list[bytes]]) -> int:
-    """The bodies as the bulk load sends them: a connection a topic, all at once."""
-    done = await asyncio.gather(
-        *(
-            loader.send_batches(
-                process.HOST,
-                port,
-                topic,
-                iter(topic_bodies),
-                concurrency=1,
-                deadline_s=batch.RUN_TIMEOUT_S,
-            )
-            for topic, topic_bodies in bodies.items()
-        )
-    )
+    done = await loader.send_topics(process.HOST, port, bodies, deadline_s=batch.RUN_TIMEOUT_S)
     return sum(_messages(stats) for stats in done)
 
 

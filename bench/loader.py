@@ -92,6 +92,21 @@ async def send_batches(
     return stats
 
 
+async def send_topics(
+    host: str, port: int, bodies: dict[str, list[bytes]], *, deadline_s: float
+) -> list[LoadStats]:
+    """Each topic's bodies from a connection of its own, every topic at once: how a bulk
+    load's requests arrive (pipeline.bulk_load, a batch per topic in flight)."""
+    return list(
+        await asyncio.gather(
+            *(
+                send_batches(host, port, topic, iter(batches), concurrency=1, deadline_s=deadline_s)
+                for topic, batches in bodies.items()
+            )
+        )
+    )
+
+
 # Scheduling ahead: the deliver times of a load are fixed before it starts, so the first
 # must lie beyond the end of the load. Plan for half the batch rate figure 2 measures on
 # the reference machine (~55k msg/s), plus a margin for the consumer to be polling.
