@@ -207,7 +207,8 @@ def _stage_new(txn: Txn, recs: list[MessageRecord], index_keys: list[bytes]) -> 
     recs = [r if r.created_at_ms else r._replace(created_at_ms=now) for r in recs]
     values = [message.timer_value(r) for r in recs]
     txn.sync = True
-    if min(r.deliver_at_ms for r in recs) <= now:
+    earliest = min(r.deliver_at_ms for r in recs)
+    if earliest <= now:
         return _stage_with_due(txn, recs, index_keys, values)
     timer_of = message.timer_key_of
     txn.put_many(
@@ -219,7 +220,7 @@ def _stage_new(txn: Txn, recs: list[MessageRecord], index_keys: list[bytes]) -> 
     )
     events.emit_many(txn, EventKind.SCHEDULED, values)
     txn.put_many(CF.MESSAGES, list(zip(index_keys, map(_scheduled_entry, recs), strict=True)))
-    txn.schedule_hint(min(r.deliver_at_ms for r in recs))
+    txn.schedule_hint(earliest)
     # tuple.__new__: a NamedTuple's own __new__ is a Python call, half the cost
     return [
         tuple.__new__(
