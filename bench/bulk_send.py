@@ -17,11 +17,18 @@ generated minutes earlier): those go into the topic log at once.
     python -m bench.bulk_send ../old .             # two trees: B ÷ A of each kind too
     python -m bench.bulk_send ../old . --rounds 9 --window 100
     python -m bench.bulk_send ../old . --age-s 300  # a file made five minutes before
+    python -m bench.bulk_send --in-process         # no server: a batch's steps, a message
+
+``--in-process`` takes the server, HTTP and the writer's threads away: each batch is read,
+made records, staged (``send_many`` in a Txn) and committed in this process, on a store in
+a temp dir, figure 2's batches and the bulk load's alternating; each step's CPU a message
+(medians of the rounds'), the bulk load's and figure 2's side by side.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import statistics
 import sys
@@ -30,9 +37,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.__main__ import tune_gc
+from app.config import Settings
+from app.ids import new_msg_ids
+from app.intake import to_record
+from app.schemas import PlainSendBatch
 from bench import batch, loader
 from bench.client import run
+from storage.store import RocksStore
+from storage.txn import Txn
 from tests.support import process
+from workers.ops import messages
 
 ROUNDS = 5
 WINDOW_BATCHES = 40  # batches of 1000 a window, of either kind
@@ -181,6 +196,86 @@ def summary(sides: list[Side]) -> list[str]:
     return lines
 
 
+STEPS = ("parse", "to_record", "send_many", "commit")
+
+
+def batch_steps(store: RocksStore, topic: str, raw: bytes, settings: Settings) -> list[float]:
+    """One batch send's steps, as the batch route and the writer take them (the route's
+    common reading, its records, the op, the commit): each one's CPU seconds."""
+    clock = time.process_time
+    t0 = clock()
+    items = PlainSendBatch.model_validate_json(raw).messages
+    t1 = clock()
+    now = loader.now_ms()
+    fresh = [msg.msg_id is None for msg in items]
+    made = iter(new_msg_ids(now, sum(fresh)))
+    recs = [
+        to_record(topic, msg, now, settings, ["body", "messages", i], msg.msg_id or next(made))
+        for i, msg in enumerate(items)
+    ]
+    t2 = clock()
+    txn = Txn(store, now)
+    messages.send_many(txn, recs, fresh)
+    t3 = clock()
+    txn.commit(txn.pending_delta)
+    return [t1 - t0, t2 - t1, t3 - t2, clock() - t3]
+
+
+def in_process(rounds: int, batches: int, age_ms: int) -> dict[str, list[list[float]]]:
+    """Each kind's steps, µs a message, round by round (figure 2's batches and the bulk
+    load's alternating in one store, the collector tuned as the server's meanwhile)."""
+    thresholds = gc.get_threshold()
+    tune_gc()
+    try:
+        return _in_process(rounds, batches, age_ms)
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+
+
+def _in_process(rounds: int, batches: int, age_ms: int) -> dict[str, list[list[float]]]:
+    settings = Settings()
+    size = loader.BATCH_SIZE
+    fig2 = loader.batch_body([{"body": batch.BODY, "delay_ms": batch.DELAY_MS}] * size)
+    out: dict[str, list[list[float]]] = {kind: [] for kind in KINDS}
+    seeds = itertools.count(time.time_ns())
+    with tempfile.TemporaryDirectory(prefix="rocktimer-bench-bulk-send-") as tmp:
+        store = RocksStore(f"{tmp}/db")
+        try:
+            for r in range(rounds):
+                for kind in KINDS if r % 2 == 0 else KINDS[::-1]:
+                    if kind == "figure 2":
+                        requests = [(batch.TOPIC, fig2)] * batches
+                    else:
+                        start_ms = loader.now_ms() - age_ms
+                        bodies = loader.bulk_bodies(
+                            batches * size, seed=next(seeds), start_ms=start_ms
+                        )
+                        requests = [(t, b) for t, bs in bodies.items() for b in bs]
+                    total = [0.0] * len(STEPS)
+                    for topic, raw in requests:
+                        steps = batch_steps(store, topic, raw, settings)
+                        total = [a + b for a, b in zip(total, steps, strict=True)]
+                    n = batches * size
+                    out[kind].append([x / n * 1e6 for x in total])
+        finally:
+            store.close()
+    return out
+
+
+def in_process_summary(out: dict[str, list[list[float]]]) -> list[str]:
+    """Each step's median µs a message, the bulk load's beside figure 2's."""
+    fig2, bulk = (
+        [statistics.median(r[i] for r in out[kind]) for i in range(len(STEPS))] for kind in KINDS
+    )
+    lines = [
+        f"{step}: bulk load {b:.2f} µs a message, figure 2 {f:.2f} ({b / f:.2f} x)"
+        for step, b, f in zip(STEPS, bulk, fig2, strict=True)
+    ]
+    lines.append(f"all four: bulk load {sum(bulk):.2f}, figure 2 {sum(fig2):.2f} µs a message")
+    return lines
+
+
 def _problem(trees: list[Path], rounds: int, size: int, age_s: int) -> str | None:
     """What is wrong with the command line, in one line; None if nothing."""
     if len(trees) > 2:
@@ -203,12 +298,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--window", type=int, default=WINDOW_BATCHES, help="batches a window")
     parser.add_argument("--age-s", type=int, default=0, help="the bulk rows' age when sent")
+    parser.add_argument("--in-process", action="store_true", help="no server: a batch's steps")
     args = parser.parse_args()
     trees = args.trees or [process.ROOT]
     problem = _problem(trees, args.rounds, args.window, args.age_s)
+    if args.in_process and args.trees:
+        problem = "--in-process measures this tree: give no trees"
     if problem:
         print(f"bench.bulk_send: {problem}", file=sys.stderr)
         raise SystemExit(2)
+    if args.in_process:
+        steps = in_process(args.rounds, args.window, args.age_s * 1000)
+        print("\n".join(in_process_summary(steps)))
+        return
     sides = compare(trees, rounds=args.rounds, size=args.window, age_ms=args.age_s * 1000)
     print("\n".join(summary(sides)))
 

@@ -293,6 +293,16 @@ def test_bulk_bodies_are_a_bulk_loads_valid_requests() -> None:
     assert any("delay_level" in item for item in items)
 
 
+def test_bulk_send_in_process_times_each_step_of_both_kinds() -> None:
+    out = bulk_send.in_process(rounds=2, batches=2, age_ms=600_000)
+    assert set(out) == set(bulk_send.KINDS)
+    for rounds in out.values():
+        assert len(rounds) == 2
+        assert all(len(steps) == len(bulk_send.STEPS) and min(steps) > 0 for steps in rounds)
+    lines = bulk_send.in_process_summary(out)
+    assert [line.split(":")[0] for line in lines] == [*bulk_send.STEPS, "all four"]
+
+
 @pytest.mark.slow
 def test_bulk_send_runs_one_tree_or_two() -> None:
     (side,) = bulk_send.compare([TREE], rounds=2, size=2)
