@@ -92,6 +92,21 @@ async def send_batches(
     return stats
 
 
+async def send_topics(
+    host: str, port: int, bodies: dict[str, list[bytes]], *, deadline_s: float
+) -> list[LoadStats]:
+    """Each topic's bodies from a connection of its own, every topic at once: how a bulk
+    load's requests arrive (pipeline.bulk_load, a batch per topic in flight)."""
+    return list(
+        await asyncio.gather(
+            *(
+                send_batches(host, port, topic, iter(batches), concurrency=1, deadline_s=deadline_s)
+                for topic, batches in bodies.items()
+            )
+        )
+    )
+
+
 # Scheduling ahead: the deliver times of a load are fixed before it starts, so the first
 # must lie beyond the end of the load. Plan for half the batch rate figure 2 measures on
 # the reference machine (~55k msg/s), plus a margin for the consumer to be polling.
@@ -142,3 +157,73 @@ def far_future_bodies(n: int, *, seed: int, size: int = BATCH_SIZE) -> Iterator[
                 for _ in range(min(size, n - first))
             ]
         )
+
+
+# --- a bulk load's requests (figure 16's loader, without Spark) ------------------------------
+
+BULK_TOPICS = 8
+BULK_DUPLICATE_FRACTION = 0.02  # rows that repeat the row before them (pipeline/generate.py)
+BULK_BURSTS = 10  # the seconds the burst rows are due in, a minute apart
+BULK_TAGS = ("email", "sms", "push")
+BULK_LEVELS = 18  # delay levels 1..18 (workers/rules/retry.py)
+
+
+def bulk_bodies(n: int, *, seed: int, start_ms: int) -> dict[str, list[bytes]]:
+    """The batch requests ``pipeline.bulk_load`` sends for ``n`` rows of
+    ``pipeline.generate``'s mix, built without Spark: per topic (8, skewed as the
+    generator's), batches of ``BATCH_SIZE`` in row order. Every item carries a msg_id
+    (80 % the file's own, the rest a content id as the loader makes), half a tag, 30 %
+    two properties, 5 % a base64 body; the deliver time: 35 % bursts a minute to ten
+    minutes ahead, 20 % a delay under an hour, 10 % a delay level, 35 % months to years
+    ahead as deliver_at_ms. 2 % of the rows repeat the row before them (their msg_id
+    too: an export that overlaps itself), so a batch has a few resends. The seed names
+    the ids: a new seed, new messages."""
+    rng = random.Random(seed)
+    second = start_ms - start_ms % 1_000
+    pending: dict[str, list[dict[str, Any]]] = {}
+    bodies: dict[str, list[bytes]] = {}
+    item: dict[str, Any] = {}
+    topic = ""
+    for i in range(n):
+        if not (i and rng.random() < BULK_DUPLICATE_FRACTION):
+            topic, item = _bulk_row(rng, seed, i, second)
+        items = pending.setdefault(topic, [])
+        items.append(item)
+        if len(items) == BATCH_SIZE:
+            bodies.setdefault(topic, []).append(batch_body(items))
+            pending[topic] = []
+    for name, items in pending.items():
+        if items:
+            bodies.setdefault(name, []).append(batch_body(items))
+    return bodies
+
+
+def _bulk_row(rng: random.Random, seed: int, i: int, second_ms: int) -> tuple[str, dict[str, Any]]:
+    u = rng.random
+    topic = f"topic-{int(u() * u() * BULK_TOPICS)}"
+    text = f'{{"customer": {i % 100_003}, "template": "reminder-{i % 17}"}}'
+    item: dict[str, Any] = {}
+    if u() < 0.8:
+        item["msg_id"] = f"order-{seed}-{i}"
+    else:
+        item["msg_id"] = f"bl-{rng.getrandbits(128):032x}"
+    if u() < 0.05:
+        item["body"] = base64.b64encode(text.encode()).decode()
+        item["body_encoding"] = "base64"
+    else:
+        item["body"] = text
+    if u() < 0.3:
+        item["properties"] = {"source": "import", "campaign": f"c{i % 7}"}
+    if u() < 0.5:
+        item["tag"] = BULK_TAGS[rng.randrange(len(BULK_TAGS))]
+    p = u()
+    if p < 0.35:
+        burst = 60_000 * rng.randint(1, BULK_BURSTS)
+        item["deliver_at_ms"] = second_ms + burst + rng.randrange(1_000)
+    elif p < 0.55:
+        item["delay_ms"] = rng.randrange(3_600_000)
+    elif p < 0.65:
+        item["delay_level"] = rng.randint(1, BULK_LEVELS)
+    else:
+        item["deliver_at_ms"] = second_ms + 30 * DAY_MS + rng.randrange(1_800 * DAY_MS)
+    return topic, item

@@ -15,11 +15,12 @@ minutes, in alternating rounds (the figures are medians).
     python -m bench.pipeline load 1000000 3 2      # ... into ROCKTIMER_WORKERS=2
     python -m bench.pipeline report 1000000 3      # report and audit beside the scan
     python -m bench.pipeline trees ../a . 1000000 3  # the bulk load: a's loader, then this
+    python -m bench.pipeline replay ../a . 200000 3  # the loader's requests: a's server, this
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import os
 import statistics
 import subprocess
@@ -27,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -197,7 +199,7 @@ def load_round(
     return load, cpu.describe()
 
 
-def ceiling_round(work: Path, r: int, workers: int = 1) -> float:
+def ceiling_round(work: Path, r: int | str, workers: int = 1) -> float:
     """Figure 2's service side (``python -m bench 2``) on a fresh server: msg/s. With
     workers, the batch send of ``bench.workers`` (a connection per topic, the topics over
     the partitions), so every worker has its share."""
@@ -259,28 +261,70 @@ REPLAY_IN_FLIGHT = 8  # requests on their way at once, as the loader's 2 tasks x
 def replay_round(work: Path, bodies: dict[str, list[bytes]], r: int, workers: int = 1) -> float:
     """The loader's requests, pre-built, sent to a fresh server from one connection a topic
     (8 topics: 8 in flight): messages stored a second."""
+    return replay_stats(work, bodies, r, workers)[0]
+
+
+def replay_stats(
+    work: Path, bodies: dict[str, list[bytes]], r: int | str, workers: int = 1
+) -> tuple[float, float]:
+    """``replay_round``'s msg/s and the server's CPU a message (µs, its workers' with it)."""
     (work / f"replay-{r}").mkdir()
     with process.service(work / f"replay-{r}", server_env(workers)) as service:
-
-        async def send_all() -> int:
-            done = await asyncio.gather(
-                *(
-                    loader.send_batches(
-                        process.HOST,
-                        service.port,
-                        topic,
-                        iter(batches),
-                        concurrency=1,
-                        deadline_s=JOB_TIMEOUT_S,
-                    )
-                    for topic, batches in bodies.items()
+        with process.CpuMeter(service.pid, tree=True) as cpu:
+            done = run(
+                lambda: loader.send_topics(
+                    process.HOST, service.port, bodies, deadline_s=JOB_TIMEOUT_S
                 )
             )
-            return sum(s.stored + sum(s.failed.values()) for s in done)
+        sent = sum(s.stored + sum(s.failed.values()) for s in done)
+    return sent / cpu.wall_s, cpu.server_s / sent * 1e6 if sent else 0.0
 
-        started = time.monotonic()
-        sent = run(send_all)
-        return sent / (time.monotonic() - started)
+
+@contextlib.contextmanager
+def server_of(tree: Path) -> Iterator[None]:
+    """The servers started meanwhile run ``tree``'s code (``python -m app`` from there)."""
+    root, process.ROOT = process.ROOT, tree.resolve()
+    try:
+        yield
+    finally:
+        process.ROOT = root
+
+
+def measure_replay_trees(trees: list[Path], n: int, rounds: int, work: Path) -> dict[str, Any]:
+    """The loader's requests for the same N rows (built once, before the rounds, so they age
+    through the run as a load's rows do), replayed into fresh servers of each tree beside
+    that tree's batch send (figure 2's service side), in rounds alternating the trees and
+    the two steps: each tree's msg/s of both, the replay's server CPU a message, the
+    replay ÷ the batch send round by round, and B's replay ÷ A's."""
+    rows = generate_rows(n, work)
+    bodies = replay_bodies(rows)
+    out: dict[str, Any] = {}
+    load_before = os.getloadavg()
+    for r in range(rounds):
+        for k, tree in enumerate(trees if r % 2 == 0 else trees[::-1]):
+            side = out.setdefault(
+                str(tree), {"ceilings": [], "replays": [], "replay_cpu_us": [], "ratios": []}
+            )
+            with server_of(tree):
+                steps = ["ceiling", "replay"] if (r + k) % 2 == 0 else ["replay", "ceiling"]
+                for step in steps:
+                    if step == "ceiling":
+                        side["ceilings"].append(round(ceiling_round(work, f"{r}-{k}")))
+                    else:
+                        rate, cpu_us = replay_stats(work, bodies, f"{r}-{k}")
+                        side["replays"].append(round(rate))
+                        side["replay_cpu_us"].append(round(cpu_us, 2))
+            side["ratios"].append(round(side["replays"][-1] / side["ceilings"][-1], 3))
+    first, second = (out[str(t)] for t in trees)
+    out["replay_b_over_a"] = [
+        round(b / a, 3) for a, b in zip(first["replays"], second["replays"], strict=True)
+    ]
+    out["replay_cpu_b_over_a"] = [
+        round(b / a, 3)
+        for a, b in zip(first["replay_cpu_us"], second["replay_cpu_us"], strict=True)
+    ]
+    out["load_average"] = [round(x, 1) for x in (*load_before, *os.getloadavg())]
+    return out
 
 
 def measure_load(n: int, rounds: int, work: Path, workers: int = 1) -> dict[str, Any]:
@@ -452,6 +496,14 @@ def run_figure(n: int) -> list[report.Row]:
 def main() -> None:
     if sys.argv[1:2] == ["scan"]:
         scan(sys.argv[2], sys.argv[3])
+        return
+    if sys.argv[1:2] == ["replay"]:  # replay A B N ROUNDS: the same requests into A's, B's
+        n, rounds = int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else ROUNDS
+        trees = [Path(t).resolve() for t in sys.argv[2:4]]
+        with tempfile.TemporaryDirectory(prefix="rocktimer-bench-pipeline-") as tmp:
+            m = measure_replay_trees(trees, n, rounds, Path(tmp))
+        for key, value in m.items():
+            print(key, orjson.dumps(value).decode())
         return
     if sys.argv[1:2] == ["trees"]:  # trees A B N ROUNDS: the loader of A against B's
         n, rounds = int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else ROUNDS

@@ -42,6 +42,10 @@ BLOCK_CACHE_BYTES = 64 * 1024 * 1024  # one LRU of data blocks for every CF: Roc
 # SSTs and raised RSS by ~1.5 MiB a minute for hours
 MAX_LOG_FILE_BYTES = 4 * 1024 * 1024  # RocksDB's info LOG rolls at this size; by default it
 KEEP_LOG_FILES = 3  # grows for as long as the process runs, and every open keeps one more
+MEMTABLE_BLOOM_RATIO = 0.02  # of the memtable, for a bloom filter of its whole keys (~15
+# bits a key of the index): a send looks its client msg_id up first, and a new id, absent,
+# then skips each memtable's search (a bulk load's multi-get: 0.26 µs a key with it, 0.65
+# without)
 
 
 MEMTABLES = "rocksdb.size-all-mem-tables"
@@ -66,6 +70,9 @@ class CF:
     ALL: Final = (TIMERS, MESSAGES, LOGS, INFLIGHT, META, DEAD, EVENTS)
 
 
+POINT_READ_CFS = frozenset({CF.MESSAGES})  # read by key: their memtables get a bloom filter
+
+
 class Put(NamedTuple):
     cf: str
     key: bytes
@@ -86,10 +93,13 @@ class DeleteRange(NamedTuple):
 WriteOp = Put | Delete | DeleteRange
 
 
-def _options(block_cache: Cache | None = None, memory_share: int = 1) -> Options:
+def _options(
+    block_cache: Cache | None = None, memory_share: int = 1, *, point_reads: bool = False
+) -> Options:
     """The options of the DB and of each CF; pass them all one ``block_cache`` (a fresh one
     of BLOCK_CACHE_BYTES if none). ``memory_share``: the memtables get that fraction of
-    WRITE_BUFFER_BYTES (one of several partitions)."""
+    WRITE_BUFFER_BYTES (one of several partitions). ``point_reads``: a CF read mostly by
+    key, whose memtables get a bloom filter (MEMTABLE_BLOOM_RATIO)."""
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
     opts.create_missing_column_families(True)
@@ -106,6 +116,9 @@ def _options(block_cache: Cache | None = None, memory_share: int = 1) -> Options
     table.set_bloom_filter(BLOOM_BITS_PER_KEY, False)
     table.set_block_cache(block_cache if block_cache is not None else Cache(BLOCK_CACHE_BYTES))
     opts.set_block_based_table_factory(table)
+    if point_reads:
+        opts.set_memtable_whole_key_filtering(True)
+        opts.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO)
     return opts
 
 
@@ -135,7 +148,9 @@ class RocksStore:
             self._db: Rdict | None = Rdict(
                 self.path,
                 _options(cache, share),
-                column_families={cf: _options(cache, share) for cf in CF.ALL},
+                column_families={
+                    cf: _options(cache, share, point_reads=cf in POINT_READ_CFS) for cf in CF.ALL
+                },
             )
         except Exception as exc:  # rocksdict raises plain exceptions
             raise StorageError(f"cannot open store at {self.path}: {exc}") from exc

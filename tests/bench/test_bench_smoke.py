@@ -8,13 +8,18 @@ runs to the end, counts what it sent, and renders its rows.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
+from app.config import Settings
+from app.intake import to_record
+from app.schemas import SendBatch
 from bench import (
     ab,
     batch,
+    bulk_send,
     deliver,
     deliver_floor,
     events,
@@ -257,6 +262,61 @@ def test_far_future_bodies_are_bounded_and_spread() -> None:
     assert max(dues) < loader.now_ms() + loader.FAR_START_MS + loader.FAR_SPAN_MS
     assert dues != sorted(dues)  # random order, not an append-only pattern
     assert {len(m["body"]) for m in messages} == {128}
+
+
+def test_bulk_bodies_are_a_bulk_loads_valid_requests() -> None:
+    """What pipeline.bulk_load sends for generated rows: every item one the service takes
+    (the loader drops the invalid rows before sending), each with a msg_id, a few rows
+    repeated, the generator's topics and mix of times; the same for the same seed."""
+    start = loader.now_ms()
+    bodies = loader.bulk_bodies(5_000, seed=3, start_ms=start)
+    assert bodies == loader.bulk_bodies(5_000, seed=3, start_ms=start)
+    assert set(bodies) <= {f"topic-{i}" for i in range(loader.BULK_TOPICS)}
+    assert len(bodies) > 3  # skewed, not one topic
+    items: list[dict[str, Any]] = []
+    for topic, topic_bodies in bodies.items():
+        for body in topic_bodies:
+            batch_ = SendBatch.model_validate_json(body)  # the full schema takes every item
+            for i, msg in enumerate(batch_.messages):
+                to_record(topic, msg, start, Settings(), [i], msg.msg_id or "")
+            items += orjson.loads(body)["messages"]
+        assert all(len(orjson.loads(b)["messages"]) == 1_000 for b in topic_bodies[:-1])
+    assert len(items) == 5_000
+    assert all("msg_id" in item for item in items)
+    repeats = len(items) - len({item["msg_id"] for item in items})
+    assert 0.005 * len(items) < repeats < 0.05 * len(items)
+    assert any("tag" in item for item in items)
+    assert any("properties" in item for item in items)
+    dues = [item["deliver_at_ms"] for item in items if "deliver_at_ms" in item]
+    soon = [due for due in dues if due < start + 11 * 60_000]  # the bursts
+    assert 0.2 * len(items) < len(soon) < 0.5 * len(items)
+    assert min(soon) > start  # none due yet: an age (bulk_send --age-s) makes some due
+    assert any("delay_ms" in item for item in items)
+    assert any("delay_level" in item for item in items)
+
+
+def test_bulk_send_in_process_times_each_step_of_both_kinds() -> None:
+    out = bulk_send.in_process(rounds=2, batches=2, age_ms=600_000)
+    assert set(out) == set(bulk_send.KINDS)
+    for rounds in out.values():
+        assert len(rounds) == 2
+        assert all(len(steps) == len(bulk_send.STEPS) and min(steps) > 0 for steps in rounds)
+    lines = bulk_send.in_process_summary(out)
+    assert [line.split(":")[0] for line in lines] == [*bulk_send.STEPS, "all four"]
+
+
+@pytest.mark.slow
+def test_bulk_send_runs_one_tree_or_two() -> None:
+    (side,) = bulk_send.compare([TREE], rounds=2, size=2)
+    for kind in bulk_send.KINDS:
+        windows = side.windows[kind]
+        assert [w.messages for w in windows] == [2_000, 2_000]
+        assert all(w.cpu_s > 0 for w in windows)
+    lines = bulk_send.summary([side])
+    assert lines[-1].startswith(f"{TREE} bulk load ÷ figure 2: CPU a message ")
+    sides = bulk_send.compare([TREE, TREE], rounds=1, size=1, age_ms=600_000)
+    assert [len(s.windows["bulk load"]) for s in sides] == [1, 1]
+    assert bulk_send.summary(sides)[-1].startswith("B ÷ A bulk load: CPU a message ")
 
 
 def test_stalls_are_chunks_far_slower_than_the_median_grouped_into_bursts() -> None:

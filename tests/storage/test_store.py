@@ -104,6 +104,39 @@ def test_get_many_keeps_order_and_gives_none_for_missing(store: RocksStore) -> N
     assert store.get_many(CF.MESSAGES, []) == []
 
 
+def _cf_options(path: str) -> dict[str, dict[str, str]]:
+    """Each CF's options as RocksDB wrote them in the newest OPTIONS file of ``path``."""
+    newest = max(Path(path).glob("OPTIONS-*"), key=lambda p: int(p.name.split("-")[1]))
+    out: dict[str, dict[str, str]] = {}
+    section: dict[str, str] | None = None
+    for raw in newest.read_text().splitlines():
+        line = raw.strip()
+        if line.startswith("[CFOptions "):
+            section = out.setdefault(line.split('"')[1], {})
+        elif line.startswith("["):
+            section = None
+        elif section is not None and "=" in line:
+            name, _, value = line.partition("=")
+            section[name] = value
+    return out
+
+
+def test_the_index_memtable_has_a_bloom_filter_and_only_it(store: RocksStore, path: str) -> None:
+    """A send looks its msg_id up in the index first: a new id, absent, skips the memtable's
+    search through a bloom filter of whole keys; the other CFs are scanned, not read by
+    key, and keep their memtables lean. Absent and present keys read right either way."""
+    options = _cf_options(path)
+    assert set(options) == {*CF.ALL, "default"}
+    for cf, opts in options.items():
+        bloom = float(opts["memtable_prefix_bloom_size_ratio"])
+        whole = opts["memtable_whole_key_filtering"] == "true"
+        assert (bloom, whole) == ((0.02, True) if cf == CF.MESSAGES else (0.0, False)), cf
+    store.write([Put(CF.MESSAGES, k(i), k(i)) for i in range(0, 2000, 2)], sync=False)
+    assert store.get_many(CF.MESSAGES, [k(i) for i in range(2000)]) == [
+        k(i) if i % 2 == 0 else None for i in range(2000)
+    ]
+
+
 def test_data_survives_close_and_reopen(path: str) -> None:
     first = RocksStore(path)
     first.write([Put(cf, b"key-" + cf.encode(), cf.encode()) for cf in CF.ALL], sync=True)

@@ -23,7 +23,7 @@ from storage.events import HEAD_MAX, EventKind
 from storage.records import MessageRecord, encode_message
 from storage.txn import Txn
 
-__all__ = ["EventKind", "emit", "emit_group_many", "emit_many", "emit_plain"]
+__all__ = ["EventKind", "emit", "emit_each", "emit_group_many", "emit_many", "emit_plain"]
 
 
 def emit(
@@ -54,6 +54,13 @@ def emit_many(txn: Txn, kind: EventKind, values: list[bytes]) -> None:
     staged = txn.events
     if staged is not None:
         staged.add_many(kind, values)
+
+
+def emit_each(txn: Txn, kinds: bytes | bytearray, values: list[bytes]) -> None:
+    """``emit_many`` with a kind per encoded record (``kinds[i]`` for ``values[i]``)."""
+    staged = txn.events
+    if staged is not None:
+        staged.add_each(kinds, values)
 
 
 def emit_group_many(

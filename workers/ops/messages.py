@@ -44,6 +44,9 @@ _DELIVERED = int(MessageState.DELIVERED)
 _U64 = struct.Struct(">Q")  # keys.u64 / read_u64 without the call around them
 _PACK, _READ = _U64.pack, _U64.unpack_from
 _STAMP_AT, _STAMP_END = DELIVERED_AT_SLICE.start, DELIVERED_AT_SLICE.stop
+_DELIVERED_STATE = MessageState.DELIVERED
+_SCHEDULED_EVENT = int(EventKind.SCHEDULED)
+_SCHEDULED_DELIVERED_EVENTS = bytes((EventKind.SCHEDULED, EventKind.DELIVERED))
 
 
 class SendOutcome(NamedTuple):
@@ -74,64 +77,77 @@ def send_many(
     """Send each record on its own (None items are skipped), with one multi-get of the index
     for the records whose msg_id the client chose (``fresh_ids[i]``: as in ``send``).
 
-    The common item (a new id, its first time in the batch, due later) is staged a column
-    at a time with its neighbours of the same kind, with no savepoint, op call or put per
-    message (in process: 3.6 -> 2.2 µs a message); the others (an id sent before or earlier
-    in the batch, a message due now) one at a time between those runs, in the batch's
-    order. A batch with a few of those (a bulk load's repeated rows, a backlog already
-    due) keeps the columns for the rest."""
+    Every new message (due later or due now) is staged a column at a time with the rest
+    (``_stage_new``), with no savepoint, op call or put per message (in process: 3.6 -> 2.2
+    µs a message). An id sent before the batch writes nothing: it is answered from its
+    index entry; a repeat of an id the batch sends new, from the entry the column staged.
+    So a bulk load's repeated rows, a rerun's resends and rows already due keep the batch
+    one column."""
     fresh = list(fresh_ids) or [False] * len(recs)
     index_keys = [keys.message_key(r.topic, r.msg_id) if r else b"" for r in recs]
     looked_up = [k for k, new in zip(index_keys, fresh, strict=True) if k and not new]
     found = iter(txn.get_many(CF.MESSAGES, looked_up))
-    now = txn.now_ms
-    seen: set[bytes] = set()
+    in_column: set[bytes] = set()
     out: list[SendOutcome | Exception | None] = [None] * len(recs)
-    scheduled: list[MessageRecord] = []
-    run: list[int] = []  # the places of plain items waiting to be staged together
+    run: list[int] = []  # the places of the new messages, staged together
+    repeats: list[int] = []  # the places of repeats of ids in ``run``
     for i, (rec, index_key, new) in enumerate(zip(recs, index_keys, fresh, strict=True)):
         if rec is None:
             continue
         raw = None if new else next(found)
-        if raw is None and index_key not in seen and rec.deliver_at_ms > now:
-            seen.add(index_key)
+        if raw is not None:  # sent before the batch: no item of it writes this id
+            out[i] = _existing_outcome(rec, raw)
+        elif index_key in in_column:
+            repeats.append(i)
+        else:
+            in_column.add(index_key)
             run.append(i)
-            continue
-        if run:
-            _stage_run(txn, run, recs, index_keys, out, scheduled)
-            run = []
-        if index_key in seen:  # the same id earlier in the batch: it is staged by now
-            raw = txn.get(CF.MESSAGES, index_key)
-        seen.add(index_key)
-        out[i] = _send_one(txn, rec, index_key, raw, scheduled)
+    scheduled: list[MessageRecord] = []
     if run:
-        _stage_run(txn, run, recs, index_keys, out, scheduled)
+        _stage_run(txn, run, repeats, recs, index_keys, out, scheduled)
     _count_scheduled(txn, scheduled)
     return out
+
+
+def _existing_outcome(rec: MessageRecord, raw: bytes) -> SendOutcome | Exception:
+    """``_existing`` with its failure as the outcome: it writes nothing, so no savepoint."""
+    try:
+        return _existing(rec, raw)
+    except Exception as exc:
+        return exc
 
 
 def _stage_run(
     txn: Txn,
     run: list[int],
+    repeats: list[int],
     recs: Sequence[MessageRecord | None],
     index_keys: list[bytes],
     out: list[SendOutcome | Exception | None],
     scheduled: list[MessageRecord],
 ) -> None:
-    """Stage the new messages due later at the places ``run`` as columns; a record that
-    cannot be encoded sends the run one at a time, to fail that one alone."""
+    """Stage the new messages at the places ``run`` as columns, then answer the repeats at
+    ``repeats`` from the entries staged for their ids. A record that cannot be encoded
+    sends both one at a time in the batch's order instead: each fails alone (a repeat of
+    the failed one is then a new send), and every write is the one single sends make."""
     plain = [cast(MessageRecord, recs[i]) for i in run]
     point = txn.savepoint()
     try:
-        sent = _stage_timers(txn, plain, [index_keys[i] for i in run])
+        sent = _stage_new(txn, plain, [index_keys[i] for i in run])
     except Exception:
         txn.rollback(point)
-        for i, rec in zip(run, plain, strict=True):
-            out[i] = _send_one(txn, rec, index_keys[i], None, scheduled)
+        again = set(repeats)
+        for i in sorted(run + repeats):
+            raw = txn.get(CF.MESSAGES, index_keys[i]) if i in again else None
+            out[i] = _send_one(txn, cast(MessageRecord, recs[i]), index_keys[i], raw, scheduled)
         return
-    for i, outcome in zip(run, sent, strict=True):
+    for i, rec, outcome in zip(run, plain, sent, strict=True):
         out[i] = outcome
-    scheduled.extend(plain)
+        if outcome.state is _SCHEDULED_STATE:
+            scheduled.append(rec)
+    for i in repeats:
+        raw = cast(bytes, txn.get(CF.MESSAGES, index_keys[i]))  # its first copy's, staged
+        out[i] = _existing_outcome(cast(MessageRecord, recs[i]), raw)
 
 
 def _send_one(
@@ -162,43 +178,38 @@ def _count_scheduled(txn: Txn, recs: Sequence[MessageRecord]) -> None:
         txn.count_topic(topic, scheduled=n)
 
 
+def _existing(rec: MessageRecord, raw: bytes) -> SendOutcome:
+    """A send of an id already in the index (entry ``raw``): the first send's answer, as
+    created=False; a cancelled id stays dead."""
+    entry = decode_index(raw)
+    if entry.state is MessageState.CANCELLED:
+        raise MessageConflict(
+            f"message {rec.msg_id!r} in topic {rec.topic!r} was cancelled; "
+            "its msg_id cannot be reused"
+        )
+    return SendOutcome(False, rec.topic, rec.msg_id, entry.state, entry.due_ms, entry.created_at_ms)
+
+
 def _send(txn: Txn, rec: MessageRecord, index_key: bytes, raw: bytes | None) -> SendOutcome:
     if raw is not None:
-        entry = decode_index(raw)
-        if entry.state is MessageState.CANCELLED:
-            raise MessageConflict(
-                f"message {rec.msg_id!r} in topic {rec.topic!r} was cancelled; "
-                "its msg_id cannot be reused"
-            )
-        return SendOutcome(
-            False, rec.topic, rec.msg_id, entry.state, entry.due_ms, entry.created_at_ms
-        )
-    if not rec.created_at_ms:
-        rec = rec._replace(created_at_ms=txn.now_ms)
-    txn.sync = True
-    if rec.deliver_at_ms <= txn.now_ms:
-        # Already due: straight into the topic log, never a timer key. This is also what
-        # makes the deliverer's range delete safe (see Writer.scan_horizon).
-        events.emit(txn, EventKind.SCHEDULED, encode_message(rec))
-        deliver(txn, rec)
-        state = MessageState.DELIVERED
-    else:  # the topic's count: the caller's
-        return _stage_timers(txn, [rec], [index_key])[0]
-    # tuple.__new__: a NamedTuple's own __new__ is a Python call, half the cost
-    return tuple.__new__(
-        SendOutcome, (True, rec.topic, rec.msg_id, state, rec.deliver_at_ms, rec.created_at_ms)
-    )
+        return _existing(rec, raw)
+    return _stage_new(txn, [rec], [index_key])[0]  # the topic's scheduled count: the caller's
 
 
-def _stage_timers(
-    txn: Txn, recs: list[MessageRecord], index_keys: list[bytes]
-) -> list[SendOutcome]:
-    """Schedule new messages due later, as columns: a timer key each with the encoded
-    record (workers/timers/message.py), its event (the record's head: storage/events.py)
-    and its index entry."""
+def _stage_new(txn: Txn, recs: list[MessageRecord], index_keys: list[bytes]) -> list[SendOutcome]:
+    """Stage new messages as columns. One due later: a timer key with the encoded record
+    (workers/timers/message.py), its event (the record's head: storage/events.py) and its
+    index entry. One already due: straight into its topic log as ``deliver`` puts it, never
+    a timer key (which is also what makes the deliverer's range delete safe: see
+    Writer.scan_horizon), with its scheduled and delivered events. The events are in the
+    records' order."""
     now = txn.now_ms
     recs = [r if r.created_at_ms else r._replace(created_at_ms=now) for r in recs]
     values = [message.timer_value(r) for r in recs]
+    txn.sync = True
+    earliest = min(r.deliver_at_ms for r in recs)
+    if earliest <= now:
+        return _stage_with_due(txn, recs, index_keys, values)
     timer_of = message.timer_key_of
     txn.put_many(
         CF.TIMERS,
@@ -209,8 +220,7 @@ def _stage_timers(
     )
     events.emit_many(txn, EventKind.SCHEDULED, values)
     txn.put_many(CF.MESSAGES, list(zip(index_keys, map(_scheduled_entry, recs), strict=True)))
-    txn.schedule_hint(min(r.deliver_at_ms for r in recs))
-    txn.sync = True
+    txn.schedule_hint(earliest)
     # tuple.__new__: a NamedTuple's own __new__ is a Python call, half the cost
     return [
         tuple.__new__(
@@ -219,6 +229,55 @@ def _stage_timers(
         )
         for r in recs
     ]
+
+
+def _stage_with_due(
+    txn: Txn, recs: list[MessageRecord], index_keys: list[bytes], values: list[bytes]
+) -> list[SendOutcome]:
+    """``_stage_new`` of records some of which are due now (``values``: their encodings)."""
+    now = txn.now_ms
+    stamp = _PACK(now)
+    timer_of = message.timer_key_of
+    timers: list[tuple[bytes, bytes]] = []
+    logs: list[tuple[bytes, bytes]] = []
+    index: list[tuple[bytes, bytes]] = []
+    event_values: list[bytes] = []
+    event_kinds = bytearray()
+    delivered: dict[str, int] = {}
+    out: list[SendOutcome] = []
+    for r, k, v in zip(recs, index_keys, values, strict=True):
+        due, created = r.deliver_at_ms, r.created_at_ms
+        if due > now:
+            timers.append((timer_of(due, k), v))
+            index.append((k, _scheduled_entry(r)))
+            event_values.append(v)
+            event_kinds.append(_SCHEDULED_EVENT)
+            state = _SCHEDULED_STATE
+        else:  # as deliver(): the record stamped delivered, appended to its topic's log
+            lane = keys.topic_lane(r.topic)
+            seq = txn.claim_seq(lane)
+            stamped = v[:_STAMP_AT] + stamp + v[_STAMP_END:]
+            logs.append((lane + _PACK(seq), stamped))
+            if v[FLAGS_AT] & TAG_FLAG:
+                tagfilter.index(txn, r.topic, stamped, seq)
+            index.append((k, _INDEX(_DELIVERED, due, created, now, seq)))
+            event_values += (v, stamped)
+            event_kinds += _SCHEDULED_DELIVERED_EVENTS
+            since = due if due > created else created
+            txn.lateness_ms.append(now - since if now > since else 0)
+            delivered[r.topic] = delivered.get(r.topic, 0) + 1
+            state = _DELIVERED_STATE
+        out.append(tuple.__new__(SendOutcome, (True, r.topic, r.msg_id, state, due, created)))
+    if timers:
+        txn.put_many(CF.TIMERS, timers)
+        txn.schedule_hint(min(r.deliver_at_ms for r in recs if r.deliver_at_ms > now))
+    txn.put_many(CF.LOGS, logs)
+    txn.put_many(CF.MESSAGES, index)
+    events.emit_each(txn, event_kinds, event_values)
+    for topic, n in delivered.items():
+        txn.count_topic(topic, delivered=n)
+        txn.woken_topics.add(topic)
+    return out
 
 
 def _scheduled_entry(rec: MessageRecord) -> bytes:
