@@ -70,20 +70,61 @@ def _job(*argv: str, tree: Path = process.ROOT) -> dict[str, Any]:
     if job.returncode not in (0, 1):  # 1 is a finding (audit)
         raise RuntimeError(f"{argv[0]} exited {job.returncode}: {err[-2000:]}")
     summary: dict[str, Any] = orjson.loads(out.strip().splitlines()[-1])
-    return {**summary, "wall_s": time.monotonic() - started, "cpu_s": cpu.seconds()}
+    return {
+        **summary,
+        "wall_s": time.monotonic() - started,
+        "cpu_s": cpu.seconds(),
+        "jvm_threads_s": cpu.jvm_threads(),
+    }
 
 
 CPU_SAMPLE_S = 0.5  # a process's CPU is read this often (one that lives less is missed)
 
 
+# The JVM's threads by what they do, from their names (/proc/<pid>/task/<tid>/comm: the
+# first 15 characters of a Java thread's name); every other thread is ``planning``: the
+# driver's own (py4j's, which plans and compiles each query), the scheduler's, the JVM's.
+JVM_THREADS = (
+    ("jit", ("C1 CompilerThre", "C2 CompilerThre")),
+    ("gc", ("GC Thread", "G1 ", "VM Thread")),
+    ("tasks", ("Executor task",)),
+)
+
+
+def jvm_thread_kind(name: str) -> str:
+    """What a JVM thread named ``name`` does (``JVM_THREADS``)."""
+    for kind, prefixes in JVM_THREADS:
+        if name.startswith(prefixes):
+            return kind
+    return "planning"
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, tuple[str, float]]:
+    """Each live thread of ``pid``: its name and CPU seconds so far (10 ms ticks)."""
+    out: dict[int, tuple[str, float]] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime
+        out[int(task.name)] = (name, ticks / os.sysconf("SC_CLK_TCK"))
+    return out
+
+
 class JobCpu:
     """CPU seconds of a job's processes by kind — ``driver`` (the job's Python), ``jvm``
     (Spark), ``python workers`` (the executors' Python) — sampled from /proc while it
-    runs: the last reading of each process counts, so a worker that exits is kept."""
+    runs: the last reading of each process counts, so a worker that exits is kept. The
+    JVM's seconds also by thread (``jvm_threads``): compiling (JIT), collecting garbage,
+    running tasks, and the rest (planning)."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self._last: dict[int, tuple[str, float]] = {}
+        self._threads: dict[tuple[int, int], tuple[str, float]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="job-cpu", daemon=True)
         self._thread.start()
@@ -102,16 +143,32 @@ class JobCpu:
             except (FileNotFoundError, ProcessLookupError):
                 continue
             self._last[pid] = (kind, seconds)
+            if kind == "jvm":
+                try:
+                    threads = thread_cpu_seconds(pid)
+                except (FileNotFoundError, ProcessLookupError):
+                    continue
+                for tid, (name, spent) in threads.items():
+                    self._threads[pid, tid] = (jvm_thread_kind(name), spent)
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
 
     def seconds(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for kind, seconds in self._last.values():
-            out[kind] = round(out.get(kind, 0.0) + seconds, 1)
-        return out
+        return _sums(self._last.values())
+
+    def jvm_threads(self) -> dict[str, float]:
+        """The JVM's CPU seconds by ``JVM_THREADS`` kind (a thread that ended between two
+        samples keeps its last reading)."""
+        return _sums(self._threads.values())
+
+
+def _sums(readings: Any) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for kind, seconds in readings:
+        out[kind] = out.get(kind, 0.0) + seconds
+    return {kind: round(seconds, 1) for kind, seconds in out.items()}
 
 
 def _kind(pid: int, root: int) -> str:
@@ -338,7 +395,9 @@ def measure_trees(trees: list[Path], n: int, rounds: int, work: Path) -> dict[st
     another build: its ``pipeline/``; the server is this tree's), into fresh servers, the
     trees' order alternating each round: rows/s, the job's CPU by process, the server's."""
     rows = generate_rows(n, work)
-    out: dict[str, Any] = {str(t): {"rates": [], "job_cpu_s": [], "server": []} for t in trees}
+    out: dict[str, Any] = {
+        str(t): {"rates": [], "job_cpu_s": [], "jvm_threads_s": [], "server": []} for t in trees
+    }
     load_before = os.getloadavg()
     for r in range(rounds):
         for k, tree in enumerate(trees if r % 2 == 0 else trees[::-1]):
@@ -346,6 +405,7 @@ def measure_trees(trees: list[Path], n: int, rounds: int, work: Path) -> dict[st
             side = out[str(tree)]
             side["rates"].append(round(load["rows"] / load["wall_s"]))
             side["job_cpu_s"].append(load["cpu_s"])
+            side["jvm_threads_s"].append(load["jvm_threads_s"])
             side["server"].append(cpu)
             side["counts"] = [load[kind] for kind in ("loaded", "already_present", "rejected")]
     first, second = (out[str(t)]["rates"] for t in trees)

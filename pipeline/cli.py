@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import threading
 import time
@@ -94,12 +95,51 @@ def _local_cores(master: str) -> int:
     return int(inside) if inside.isdigit() else os.cpu_count() or 1
 
 
-def session(master: str, app_name: str) -> Any:
-    """A SparkSession on ``master``; UTC session time, quiet logs, workers on this Python."""
+# The collector of a local master's JVM (the driver is the executor there) for a job
+# whose rows stream through (bulk_load): the serial collector. Its young pauses over the
+# short-lived rows are as short as G1's, and it runs no concurrent marking or refinement
+# threads, which on a small machine take the cores Spark, its Python workers and the
+# service share.
+SERIAL_GC = "-XX:+UseSerialGC"
+# Where a collector may be chosen already (two are a JVM that does not start).
+JAVA_OPTION_VARIABLES = (
+    "PYSPARK_SUBMIT_ARGS",
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+)
+_GC_FLAG = re.compile(r"-XX:\+Use\w+GC\b")
+
+
+def gc_chosen() -> bool:
+    """A collector is named in the environment or in spark-defaults.conf (SPARK_CONF_DIR
+    or SPARK_HOME/conf): the JVM keeps that one."""
+    texts = [os.environ.get(name, "") for name in JAVA_OPTION_VARIABLES]
+    folders = [
+        os.environ.get("SPARK_CONF_DIR"),
+        os.path.join(os.environ.get("SPARK_HOME", ""), "conf"),
+    ]
+    for folder in folders:
+        if folder:
+            try:
+                with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8") as f:
+                    texts.append(f.read())
+            except OSError:
+                pass
+    return any(_GC_FLAG.search(text) for text in texts)
+
+
+def session(master: str, app_name: str, serial_gc: bool = False) -> Any:
+    """A SparkSession on ``master``; UTC session time, quiet logs, workers on this Python.
+    ``serial_gc``: on a local master, its JVM collects with ``SERIAL_GC`` (unless a
+    collector is chosen already: ``gc_chosen``)."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
     if master.startswith("local"):
+        if serial_gc and not gc_chosen():
+            # Prepended to spark.driver.extraJavaOptions, which stays the user's own.
+            builder = builder.config("spark.driver.defaultJavaOptions", SERIAL_GC)
         # Nothing on one machine needs the network: the driver, its block manager and the
         # UI listen on loopback, not on the host's first interface (SPARK_LOCAL_IP is what
         # the JVM and the UI read; the conf is what the driver advertises and binds).

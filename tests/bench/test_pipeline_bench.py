@@ -48,3 +48,53 @@ def test_the_job_meter_counts_a_child_started_from_another_thread() -> None:
     seconds = meter.seconds()
     assert seconds["other"] >= 0.25  # the child's spin, kept after it was sampled
     assert set(seconds) == {"driver", "other"}
+
+
+def test_jvm_threads_are_sorted_by_what_they_do() -> None:
+    kinds = {
+        name: pipeline.jvm_thread_kind(name)
+        for name in (
+            "C2 CompilerThre",
+            "C1 CompilerThre",
+            "GC Thread#0",
+            "G1 Conc#0",
+            "VM Thread",
+            "Executor task l",
+            "Thread-3",
+            "java",
+        )
+    }
+    assert kinds == {
+        "C2 CompilerThre": "jit",
+        "C1 CompilerThre": "jit",
+        "GC Thread#0": "gc",
+        "G1 Conc#0": "gc",
+        "VM Thread": "gc",
+        "Executor task l": "tasks",
+        "Thread-3": "planning",
+        "java": "planning",
+    }
+
+
+def test_thread_cpu_seconds_reads_each_thread_of_a_process() -> None:
+    code = (
+        "import sys, threading, time\n"
+        "end = time.thread_time() + 0.3\n"
+        "while time.thread_time() < end: pass\n"
+        "t = threading.Thread(target=sys.stdin.read); t.start()\n"
+        "print('spun', flush=True)\n"
+        "t.join()\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as child:
+        assert child.stdout is not None
+        assert child.stdin is not None
+        try:
+            assert child.stdout.readline().strip() == "spun"
+            threads = pipeline.thread_cpu_seconds(child.pid)
+        finally:
+            child.stdin.close()
+            child.wait(timeout=30)
+    assert len(threads) == 2  # the main thread and the one reading stdin
+    assert threads[child.pid][1] >= 0.25  # the main thread's spin

@@ -4,6 +4,7 @@ a retried task, local times across a DST change, and one-line errors."""
 from __future__ import annotations
 
 import csv
+import os
 import subprocess
 import sys
 import time
@@ -535,6 +536,43 @@ def test_local_spark_listens_on_loopback_only(spark: Any) -> None:
     assert listening
     assert set(listening) <= loopback
     assert spark.conf.get("spark.driver.host") == "127.0.0.1"
+
+
+# A job's session in a process of its own (its JVM starts with it): the collectors' names.
+SESSION_COLLECTORS = (
+    "from pipeline import cli\n"
+    "spark = cli.session('local[1]', 'gc', serial_gc=True)\n"
+    "jvm = spark.sparkContext._jvm\n"
+    "beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()\n"
+    "print(sorted(bean.getName() for bean in beans))\n"
+    "spark.stop()\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("java_tool_options", "collectors"),
+    [
+        (None, ["Copy", "MarkSweepCompact"]),  # the serial collector
+        ("-XX:+UseParallelGC", ["PS MarkSweep", "PS Scavenge"]),  # the one chosen, and it starts
+    ],
+)
+def test_a_local_bulk_loads_jvm_collects_serially_unless_a_collector_is_chosen(
+    java_tool_options: str | None, collectors: list[str]
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in cli.JAVA_OPTION_VARIABLES}
+    if java_tool_options:
+        env["JAVA_TOOL_OPTIONS"] = java_tool_options
+    done = subprocess.run(
+        [sys.executable, "-c", SESSION_COLLECTORS],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == repr(collectors)
 
 
 @pytest.mark.parametrize(
