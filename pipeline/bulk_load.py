@@ -790,7 +790,7 @@ def run(argv: list[str]) -> int:
         require_parquet(args.input, args.master)
     limits = preflight(args.url, args.api_key)
     started = time.monotonic()
-    spark = cli.session(args.master, "bulk_load", serial_gc=True)
+    spark = cli.session(args.master, "bulk_load", streaming=True)
     done = spark.sparkContext.accumulator(0)  # rows settled, by the tasks that ended
     bad = spark.sparkContext.accumulator(0)
 

@@ -95,12 +95,21 @@ def _local_cores(master: str) -> int:
     return int(inside) if inside.isdigit() else os.cpu_count() or 1
 
 
-# The collector of a local master's JVM (the driver is the executor there) for a job
-# whose rows stream through (bulk_load): the serial collector. Its young pauses over the
-# short-lived rows are as short as G1's, and it runs no concurrent marking or refinement
-# threads, which on a small machine take the cores Spark, its Python workers and the
-# service share.
+# A local master's JVM (the driver is the executor there) for a job whose rows stream
+# through it (bulk_load), on a machine whose cores Spark, its Python workers and the
+# service share:
+# - the serial collector: its young pauses over short-lived rows are as short as G1's,
+#   and it runs no concurrent marking or refinement threads;
+# - C2 (the optimising JIT) only for code three times as hot as by default: a job's JVM
+#   lives a minute, and C2 spent most of its time on code that ran only while the session
+#   started and the query was planned; the per-row code is that hot within moments.
 SERIAL_GC = "-XX:+UseSerialGC"
+STREAMING_JIT = (
+    "-XX:Tier4InvocationThreshold=15000",
+    "-XX:Tier4MinInvocationThreshold=2000",
+    "-XX:Tier4CompileThreshold=45000",
+    "-XX:Tier4BackEdgeThreshold=120000",
+)
 # Where a collector may be chosen already (two are a JVM that does not start).
 JAVA_OPTION_VARIABLES = (
     "PYSPARK_SUBMIT_ARGS",
@@ -129,17 +138,22 @@ def gc_chosen() -> bool:
     return any(_GC_FLAG.search(text) for text in texts)
 
 
-def session(master: str, app_name: str, serial_gc: bool = False) -> Any:
+def streaming_jvm_options() -> str:
+    """The JVM options of a local streaming job: ``STREAMING_JIT`` and ``SERIAL_GC`` (but
+    a collector chosen already, ``gc_chosen``)."""
+    return " ".join([*STREAMING_JIT, *([] if gc_chosen() else [SERIAL_GC])])
+
+
+def session(master: str, app_name: str, streaming: bool = False) -> Any:
     """A SparkSession on ``master``; UTC session time, quiet logs, workers on this Python.
-    ``serial_gc``: on a local master, its JVM collects with ``SERIAL_GC`` (unless a
-    collector is chosen already: ``gc_chosen``)."""
+    ``streaming``: on a local master, its JVM starts with ``streaming_jvm_options``."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
     if master.startswith("local"):
-        if serial_gc and not gc_chosen():
-            # Prepended to spark.driver.extraJavaOptions, which stays the user's own.
-            builder = builder.config("spark.driver.defaultJavaOptions", SERIAL_GC)
+        if streaming:
+            # Put before spark.driver.extraJavaOptions, which stay the user's own (and win).
+            builder = builder.config("spark.driver.defaultJavaOptions", streaming_jvm_options())
         # Nothing on one machine needs the network: the driver, its block manager and the
         # UI listen on loopback, not on the host's first interface (SPARK_LOCAL_IP is what
         # the JVM and the UI read; the conf is what the driver advertises and binds).

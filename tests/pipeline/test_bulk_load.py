@@ -541,10 +541,12 @@ def test_local_spark_listens_on_loopback_only(spark: Any) -> None:
 # A job's session in a process of its own (its JVM starts with it): the collectors' names.
 SESSION_COLLECTORS = (
     "from pipeline import cli\n"
-    "spark = cli.session('local[1]', 'gc', serial_gc=True)\n"
+    "spark = cli.session('local[1]', 'gc', streaming=True)\n"
     "jvm = spark.sparkContext._jvm\n"
     "beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()\n"
     "print(sorted(bean.getName() for bean in beans))\n"
+    "flags = jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()\n"
+    "print(sorted(f for f in flags if f.startswith('-XX:Tier4')))\n"
     "spark.stop()\n"
 )
 
@@ -556,7 +558,7 @@ SESSION_COLLECTORS = (
         ("-XX:+UseParallelGC", ["PS MarkSweep", "PS Scavenge"]),  # the one chosen, and it starts
     ],
 )
-def test_a_local_bulk_loads_jvm_collects_serially_unless_a_collector_is_chosen(
+def test_a_local_bulk_loads_jvm_is_set_for_streaming_and_keeps_a_chosen_collector(
     java_tool_options: str | None, collectors: list[str]
 ) -> None:
     env = {k: v for k, v in os.environ.items() if k not in cli.JAVA_OPTION_VARIABLES}
@@ -572,7 +574,9 @@ def test_a_local_bulk_loads_jvm_collects_serially_unless_a_collector_is_chosen(
         cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == repr(collectors)
+    *_, got_collectors, got_jit = done.stdout.strip().splitlines()
+    assert got_collectors == repr(collectors)
+    assert got_jit == repr(sorted(cli.STREAMING_JIT))  # C2 for the hottest code only
 
 
 @pytest.mark.parametrize(
