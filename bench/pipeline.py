@@ -15,6 +15,7 @@ minutes, in alternating rounds (the figures are medians).
     python -m bench.pipeline load 1000000 3 2      # ... into ROCKTIMER_WORKERS=2
     python -m bench.pipeline report 1000000 3      # report and audit beside the scan
     python -m bench.pipeline trees ../a . 1000000 3  # the bulk load: a's loader, then this
+    python -m bench.pipeline stages 1000000        # one load: its CPU by thread and stage
 """
 
 from __future__ import annotations
@@ -46,12 +47,21 @@ JOB_TIMEOUT_S = 3_600.0  # one job at 10M rows takes minutes; this only stops a 
 CEILING_BATCHES = 200  # figure 2's quick size
 
 
-def _job(*argv: str, tree: Path = process.ROOT) -> dict[str, Any]:
+def _job(*argv: str, tree: Path = process.ROOT, event_log: Path | None = None) -> dict[str, Any]:
     """``python -m <argv>`` from the code of ``tree`` (this one by default); its last
     stdout line (the summary), ``wall_s`` and ``cpu_s``: the CPU seconds of its processes
-    by kind (``JobCpu``)."""
+    by kind (``JobCpu``). With ``event_log``, Spark writes its event log there
+    (``stage_metrics`` reads it)."""
     started = time.monotonic()
     env = {**os.environ, "PYTHONPATH": str(tree)}  # the executors' Python imports it too
+    if event_log is not None:
+        env["PYSPARK_SUBMIT_ARGS"] = " ".join(
+            [
+                f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file://{event_log}",
+                "--conf spark.eventLog.compress=false --conf spark.eventLog.rolling.enabled=false",
+                "pyspark-shell",
+            ]
+        )
     with subprocess.Popen(
         [sys.executable, "-m", *argv, "--master", MASTER],
         stdout=subprocess.PIPE,
@@ -230,7 +240,12 @@ def server_env(workers: int) -> dict[str, str] | None:
 
 
 def load_round(
-    work: Path, rows: str, r: int | str, workers: int = 1, tree: Path = process.ROOT
+    work: Path,
+    rows: str,
+    r: int | str,
+    workers: int = 1,
+    tree: Path = process.ROOT,
+    event_log: Path | None = None,
 ) -> tuple[dict[str, Any], str]:
     """One bulk load of ``rows`` into a fresh server (this tree's), the loader's code from
     ``tree``: the job's summary and the server's CPU (its workers' with it)."""
@@ -250,8 +265,66 @@ def load_round(
             "--url",
             f"http://{process.HOST}:{service.port}",
             tree=tree,
+            event_log=event_log,
         )
     return load, cpu.describe()
+
+
+def stage_metrics(event_log: Path) -> list[dict[str, Any]]:
+    """Per stage of the job whose event log is in the folder ``event_log`` (one
+    application): its name, tasks, and the tasks' summed seconds (run, executor CPU, JVM
+    GC, shuffle write) and megabytes (shuffle written and read, spilled to disk)."""
+    stages: dict[int, dict[str, Any]] = {}
+    for path in sorted(event_log.glob("*")):
+        with path.open() as f:
+            for line in f:
+                event = orjson.loads(line)
+                kind = event["Event"]
+                if kind == "SparkListenerStageCompleted":
+                    info = event["Stage Info"]
+                    stage = stages.setdefault(info["Stage ID"], _stage())
+                    stage["name"] = info["Stage Name"]
+                elif kind == "SparkListenerTaskEnd":
+                    stage = stages.setdefault(event["Stage ID"], _stage())
+                    m = event.get("Task Metrics") or {}
+                    written = m.get("Shuffle Write Metrics") or {}
+                    read = m.get("Shuffle Read Metrics") or {}
+                    stage["tasks"] += 1
+                    stage["run_s"] += m.get("Executor Run Time", 0) / 1e3
+                    stage["cpu_s"] += m.get("Executor CPU Time", 0) / 1e9
+                    stage["gc_s"] += m.get("JVM GC Time", 0) / 1e3
+                    stage["shuffle_write_s"] += written.get("Shuffle Write Time", 0) / 1e9
+                    stage["shuffle_written_mb"] += written.get("Shuffle Bytes Written", 0) / 1e6
+                    stage["shuffle_read_mb"] += (
+                        read.get("Local Bytes Read", 0) + read.get("Remote Bytes Read", 0)
+                    ) / 1e6
+                    stage["spilled_mb"] += m.get("Disk Bytes Spilled", 0) / 1e6
+    return [
+        {"stage": k, **{name: round(v, 2) if isinstance(v, float) else v for name, v in s.items()}}
+        for k, s in sorted(stages.items())
+    ]
+
+
+def _stage() -> dict[str, Any]:
+    names = ("run_s", "cpu_s", "gc_s", "shuffle_write_s", "shuffle_written_mb")
+    return {
+        "name": "",
+        "tasks": 0,
+        **dict.fromkeys((*names, "shuffle_read_mb", "spilled_mb"), 0.0),
+    }
+
+
+def measure_stages(n: int, work: Path) -> dict[str, Any]:
+    """One bulk load of N generated rows with Spark's event log: the job's CPU by process
+    and by JVM thread, and its stages' task metrics."""
+    rows = generate_rows(n, work)
+    (work / "events").mkdir()
+    load, server = load_round(work, rows, "stages", event_log=work / "events")
+    return {
+        "load": load,
+        "server": server,
+        "stages": stage_metrics(work / "events"),
+    }
 
 
 def ceiling_round(work: Path, r: int, workers: int = 1) -> float:
@@ -518,6 +591,12 @@ def main() -> None:
         trees = [Path(t).resolve() for t in sys.argv[2:4]]
         with tempfile.TemporaryDirectory(prefix="rocktimer-bench-pipeline-") as tmp:
             m = measure_trees(trees, n, rounds, Path(tmp))
+        for key, value in m.items():
+            print(key, orjson.dumps(value).decode())
+        return
+    if sys.argv[1:2] == ["stages"]:  # stages N: one load, where its JVM's CPU went
+        with tempfile.TemporaryDirectory(prefix="rocktimer-bench-pipeline-") as tmp:
+            m = measure_stages(int(sys.argv[2]), Path(tmp))
         for key, value in m.items():
             print(key, orjson.dumps(value).decode())
         return
