@@ -16,6 +16,7 @@ minutes, in alternating rounds (the figures are medians).
     python -m bench.pipeline report 1000000 3      # report and audit beside the scan
     python -m bench.pipeline trees ../a . 1000000 3  # the bulk load: a's loader, then this
     python -m bench.pipeline replay ../a . 200000 3  # the loader's requests: a's server, this
+    python -m bench.pipeline stages 1000000        # one load: its CPU by thread and stage
 """
 
 from __future__ import annotations
@@ -48,12 +49,21 @@ JOB_TIMEOUT_S = 3_600.0  # one job at 10M rows takes minutes; this only stops a 
 CEILING_BATCHES = 200  # figure 2's quick size
 
 
-def _job(*argv: str, tree: Path = process.ROOT) -> dict[str, Any]:
+def _job(*argv: str, tree: Path = process.ROOT, event_log: Path | None = None) -> dict[str, Any]:
     """``python -m <argv>`` from the code of ``tree`` (this one by default); its last
     stdout line (the summary), ``wall_s`` and ``cpu_s``: the CPU seconds of its processes
-    by kind (``JobCpu``)."""
+    by kind (``JobCpu``). With ``event_log``, Spark writes its event log there
+    (``stage_metrics`` reads it)."""
     started = time.monotonic()
     env = {**os.environ, "PYTHONPATH": str(tree)}  # the executors' Python imports it too
+    if event_log is not None:
+        env["PYSPARK_SUBMIT_ARGS"] = " ".join(
+            [
+                f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file://{event_log}",
+                "--conf spark.eventLog.compress=false --conf spark.eventLog.rolling.enabled=false",
+                "pyspark-shell",
+            ]
+        )
     with subprocess.Popen(
         [sys.executable, "-m", *argv, "--master", MASTER],
         stdout=subprocess.PIPE,
@@ -72,20 +82,61 @@ def _job(*argv: str, tree: Path = process.ROOT) -> dict[str, Any]:
     if job.returncode not in (0, 1):  # 1 is a finding (audit)
         raise RuntimeError(f"{argv[0]} exited {job.returncode}: {err[-2000:]}")
     summary: dict[str, Any] = orjson.loads(out.strip().splitlines()[-1])
-    return {**summary, "wall_s": time.monotonic() - started, "cpu_s": cpu.seconds()}
+    return {
+        **summary,
+        "wall_s": time.monotonic() - started,
+        "cpu_s": cpu.seconds(),
+        "jvm_threads_s": cpu.jvm_threads(),
+    }
 
 
 CPU_SAMPLE_S = 0.5  # a process's CPU is read this often (one that lives less is missed)
 
 
+# The JVM's threads by what they do, from their names (/proc/<pid>/task/<tid>/comm: the
+# first 15 characters of a Java thread's name); every other thread is ``planning``: the
+# driver's own (py4j's, which plans and compiles each query), the scheduler's, the JVM's.
+JVM_THREADS = (
+    ("jit", ("C1 CompilerThre", "C2 CompilerThre")),
+    ("gc", ("GC Thread", "G1 ", "VM Thread")),
+    ("tasks", ("Executor task",)),
+)
+
+
+def jvm_thread_kind(name: str) -> str:
+    """What a JVM thread named ``name`` does (``JVM_THREADS``)."""
+    for kind, prefixes in JVM_THREADS:
+        if name.startswith(prefixes):
+            return kind
+    return "planning"
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, tuple[str, float]]:
+    """Each live thread of ``pid``: its name and CPU seconds so far (10 ms ticks)."""
+    out: dict[int, tuple[str, float]] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime
+        out[int(task.name)] = (name, ticks / os.sysconf("SC_CLK_TCK"))
+    return out
+
+
 class JobCpu:
     """CPU seconds of a job's processes by kind — ``driver`` (the job's Python), ``jvm``
     (Spark), ``python workers`` (the executors' Python) — sampled from /proc while it
-    runs: the last reading of each process counts, so a worker that exits is kept."""
+    runs: the last reading of each process counts, so a worker that exits is kept. The
+    JVM's seconds also by thread (``jvm_threads``): compiling (JIT), collecting garbage,
+    running tasks, and the rest (planning)."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self._last: dict[int, tuple[str, float]] = {}
+        self._threads: dict[tuple[int, int], tuple[str, float]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="job-cpu", daemon=True)
         self._thread.start()
@@ -104,16 +155,32 @@ class JobCpu:
             except (FileNotFoundError, ProcessLookupError):
                 continue
             self._last[pid] = (kind, seconds)
+            if kind == "jvm":
+                try:
+                    threads = thread_cpu_seconds(pid)
+                except (FileNotFoundError, ProcessLookupError):
+                    continue
+                for tid, (name, spent) in threads.items():
+                    self._threads[pid, tid] = (jvm_thread_kind(name), spent)
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
 
     def seconds(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for kind, seconds in self._last.values():
-            out[kind] = round(out.get(kind, 0.0) + seconds, 1)
-        return out
+        return _sums(self._last.values())
+
+    def jvm_threads(self) -> dict[str, float]:
+        """The JVM's CPU seconds by ``JVM_THREADS`` kind (a thread that ended between two
+        samples keeps its last reading)."""
+        return _sums(self._threads.values())
+
+
+def _sums(readings: Any) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for kind, seconds in readings:
+        out[kind] = out.get(kind, 0.0) + seconds
+    return {kind: round(seconds, 1) for kind, seconds in out.items()}
 
 
 def _kind(pid: int, root: int) -> str:
@@ -175,7 +242,12 @@ def server_env(workers: int) -> dict[str, str] | None:
 
 
 def load_round(
-    work: Path, rows: str, r: int | str, workers: int = 1, tree: Path = process.ROOT
+    work: Path,
+    rows: str,
+    r: int | str,
+    workers: int = 1,
+    tree: Path = process.ROOT,
+    event_log: Path | None = None,
 ) -> tuple[dict[str, Any], str]:
     """One bulk load of ``rows`` into a fresh server (this tree's), the loader's code from
     ``tree``: the job's summary and the server's CPU (its workers' with it)."""
@@ -195,8 +267,66 @@ def load_round(
             "--url",
             f"http://{process.HOST}:{service.port}",
             tree=tree,
+            event_log=event_log,
         )
     return load, cpu.describe()
+
+
+def stage_metrics(event_log: Path) -> list[dict[str, Any]]:
+    """Per stage of the job whose event log is in the folder ``event_log`` (one
+    application): its name, tasks, and the tasks' summed seconds (run, executor CPU, JVM
+    GC, shuffle write) and megabytes (shuffle written and read, spilled to disk)."""
+    stages: dict[int, dict[str, Any]] = {}
+    for path in sorted(event_log.glob("*")):
+        with path.open() as f:
+            for line in f:
+                event = orjson.loads(line)
+                kind = event["Event"]
+                if kind == "SparkListenerStageCompleted":
+                    info = event["Stage Info"]
+                    stage = stages.setdefault(info["Stage ID"], _stage())
+                    stage["name"] = info["Stage Name"]
+                elif kind == "SparkListenerTaskEnd":
+                    stage = stages.setdefault(event["Stage ID"], _stage())
+                    m = event.get("Task Metrics") or {}
+                    written = m.get("Shuffle Write Metrics") or {}
+                    read = m.get("Shuffle Read Metrics") or {}
+                    stage["tasks"] += 1
+                    stage["run_s"] += m.get("Executor Run Time", 0) / 1e3
+                    stage["cpu_s"] += m.get("Executor CPU Time", 0) / 1e9
+                    stage["gc_s"] += m.get("JVM GC Time", 0) / 1e3
+                    stage["shuffle_write_s"] += written.get("Shuffle Write Time", 0) / 1e9
+                    stage["shuffle_written_mb"] += written.get("Shuffle Bytes Written", 0) / 1e6
+                    stage["shuffle_read_mb"] += (
+                        read.get("Local Bytes Read", 0) + read.get("Remote Bytes Read", 0)
+                    ) / 1e6
+                    stage["spilled_mb"] += m.get("Disk Bytes Spilled", 0) / 1e6
+    return [
+        {"stage": k, **{name: round(v, 2) if isinstance(v, float) else v for name, v in s.items()}}
+        for k, s in sorted(stages.items())
+    ]
+
+
+def _stage() -> dict[str, Any]:
+    names = ("run_s", "cpu_s", "gc_s", "shuffle_write_s", "shuffle_written_mb")
+    return {
+        "name": "",
+        "tasks": 0,
+        **dict.fromkeys((*names, "shuffle_read_mb", "spilled_mb"), 0.0),
+    }
+
+
+def measure_stages(n: int, work: Path) -> dict[str, Any]:
+    """One bulk load of N generated rows with Spark's event log: the job's CPU by process
+    and by JVM thread, and its stages' task metrics."""
+    rows = generate_rows(n, work)
+    (work / "events").mkdir()
+    load, server = load_round(work, rows, "stages", event_log=work / "events")
+    return {
+        "load": load,
+        "server": server,
+        "stages": stage_metrics(work / "events"),
+    }
 
 
 def ceiling_round(work: Path, r: int | str, workers: int = 1) -> float:
@@ -382,7 +512,9 @@ def measure_trees(trees: list[Path], n: int, rounds: int, work: Path) -> dict[st
     another build: its ``pipeline/``; the server is this tree's), into fresh servers, the
     trees' order alternating each round: rows/s, the job's CPU by process, the server's."""
     rows = generate_rows(n, work)
-    out: dict[str, Any] = {str(t): {"rates": [], "job_cpu_s": [], "server": []} for t in trees}
+    out: dict[str, Any] = {
+        str(t): {"rates": [], "job_cpu_s": [], "jvm_threads_s": [], "server": []} for t in trees
+    }
     load_before = os.getloadavg()
     for r in range(rounds):
         for k, tree in enumerate(trees if r % 2 == 0 else trees[::-1]):
@@ -390,6 +522,7 @@ def measure_trees(trees: list[Path], n: int, rounds: int, work: Path) -> dict[st
             side = out[str(tree)]
             side["rates"].append(round(load["rows"] / load["wall_s"]))
             side["job_cpu_s"].append(load["cpu_s"])
+            side["jvm_threads_s"].append(load["jvm_threads_s"])
             side["server"].append(cpu)
             side["counts"] = [load[kind] for kind in ("loaded", "already_present", "rejected")]
     first, second = (out[str(t)]["rates"] for t in trees)
@@ -510,6 +643,12 @@ def main() -> None:
         trees = [Path(t).resolve() for t in sys.argv[2:4]]
         with tempfile.TemporaryDirectory(prefix="rocktimer-bench-pipeline-") as tmp:
             m = measure_trees(trees, n, rounds, Path(tmp))
+        for key, value in m.items():
+            print(key, orjson.dumps(value).decode())
+        return
+    if sys.argv[1:2] == ["stages"]:  # stages N: one load, where its JVM's CPU went
+        with tempfile.TemporaryDirectory(prefix="rocktimer-bench-pipeline-") as tmp:
+            m = measure_stages(int(sys.argv[2]), Path(tmp))
         for key, value in m.items():
             print(key, orjson.dumps(value).decode())
         return

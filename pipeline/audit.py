@@ -26,7 +26,7 @@ import orjson
 
 from app.config import Settings
 from pipeline import cli
-from pipeline.bulk_load import CONFLICT, CORRUPT, FORMATS, ORDINAL, prepare, read_input
+from pipeline.bulk_load import CONFLICT, CORRUPT, FORMATS, ORDINAL, numbered, prepare, read_input
 from pipeline.events import PARTITION, read_events
 from pipeline.rows import Message, to_message
 
@@ -113,7 +113,7 @@ def _loaded_ids(target: Settings, batches: Iterator[Any]) -> Iterator[Any]:
     """mapInArrow body: the (topic, msg_id) bulk_load sends for each valid row."""
     import pyarrow as pa
 
-    for batch in batches:
+    for batch in numbered(batches):
         topics, ids = [], []
         for row in batch.to_pylist():
             if row.pop(CORRUPT, None) is not None or row.pop(CONFLICT, None) is not None:

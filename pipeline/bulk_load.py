@@ -164,53 +164,154 @@ def with_topic(df: Any, topic: str | None) -> Any:
 
 
 def number(df: Any, tasks: int) -> Any:
-    """``df`` in ``tasks`` tasks, with ``ORDINAL`` (the k-th of identical rows without a
-    msg_id: their ids differ by it) and ``CONFLICT`` (for a row whose msg_id an earlier row
-    has with other content, that row's place in the input, ``monotonically_increasing_id``:
-    ``row_numbers`` turns it into a number, only when a load has such rows).
+    """``df`` in ``tasks`` tasks, laid out for ``numbered`` (the executor's Python), which
+    adds ``ORDINAL`` (the k-th of identical rows without a msg_id: their ids differ by it)
+    and ``CONFLICT`` (for a row whose msg_id an earlier row has with other content, that
+    row's place in the input, ``monotonically_increasing_id``: ``row_numbers`` turns it
+    into a number, only when a load has such rows).
 
-    One shuffle does both the layout and the numbering: rows go to a task by a hash of
-    (topic, key) — the key a row's msg_id, or its content when it has none — so every row
-    of a key is in one task, and sorted there by that hash and their place in the input,
-    a window over each key finds its first row. The hash order mixes the topics within a
-    task: its requests go to every topic (every partition of the service) at once, and the
-    tasks are even whatever the topics' sizes."""
-    from pyspark.sql import Window
+    One shuffle does the layout: rows go to a task by a hash of (topic, key) — the key a
+    row's msg_id, or its content when it has none — so every row of a key is in one task,
+    sorted there by that hash, the key and their place in the input: the rows of a key
+    follow each other, its first row first. The hash order mixes the topics within a task:
+    its requests go to every topic (every partition of the service) at once, and the
+    tasks are even whatever the topics' sizes. (A window over each key would find the
+    same first rows, at the cost of a window's buffers for each of a million keys.)"""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
+    # A map is its keys and its values, each in the map's order (no JSON text is written
+    # for the digest): two maps are one content exactly when both lists are equal.
     content = [
-        F.to_json(f.name) if isinstance(f.dataType, T.MapType) else F.col(f.name)
+        part
         for f in df.schema.fields
         if f.name != CORRUPT
+        for part in (
+            (F.map_keys(f.name), F.map_values(f.name))
+            if isinstance(f.dataType, T.MapType)
+            else (F.col(f.name),)
+        )
     ]
     # A file without the msg_id column: every row's id is its content's.
     msg_id = (F.col("msg_id") if "msg_id" in df.columns else F.lit(None)).cast("string")
-    # An id the service refuses is that row's reject, whatever other rows hold.
+    # An id the service refuses is that row's reject, whatever other rows hold: no key.
     has_id = F.coalesce(msg_id.rlike(MSG_ID_PATTERN), F.lit(False))
     no_id = F.coalesce(msg_id, F.lit("")) == ""
     digest = F.xxhash64(*content, *[c.isNull() for c in content])
-    df = (
+    return (
         df.withColumn(_POS, F.monotonically_increasing_id())
         .withColumn(_HASH, digest)
         .withColumn(
             _KEY,
             F.when(has_id, msg_id).when(
-                no_id, F.concat(F.lit("\x00"), F.col(_HASH).cast("string"))
+                no_id, F.concat(F.lit(CONTENT_KEY), F.col(_HASH).cast("string"))
             ),
         )
         .withColumn(_BUCKET, F.xxhash64("topic", _KEY))
+        .repartition(tasks, _BUCKET)
+        .sortWithinPartitions(_BUCKET, "topic", _KEY, _POS)
     )
-    key = Window.partitionBy(_BUCKET, "topic", _KEY).orderBy(_POS)
-    first = F.first(_POS).over(key)
-    conflict = F.when(has_id & (F.first(_HASH).over(key) != F.col(_HASH)), first)
-    # Identical rows without a msg_id are told apart by their rank among themselves.
-    ordinal = F.when(no_id, F.row_number().over(key) - 1).otherwise(F.lit(0))
-    return (
-        df.repartition(tasks, _BUCKET)
-        .withColumn(CONFLICT, conflict.cast("long"))
-        .withColumn(ORDINAL, ordinal.cast("int"))
-        .drop(_POS, _HASH, _KEY, _BUCKET)
+
+
+CONTENT_KEY = "\x00"  # the head of a key made of a row's content (no msg_id has it)
+NUMBERING = (_POS, _HASH, _KEY, _BUCKET)  # number's columns, numbered's to read
+
+
+class Numbering:
+    """``ORDINAL`` and ``CONFLICT`` of a task's rows as ``number`` lays them out, batch
+    after batch: the rows of a (topic, key) follow each other in the order of the input,
+    and a key's rows may go on into the next batch."""
+
+    def __init__(self) -> None:
+        # The group of the last row seen: (bucket, topic, key, first place, first hash, rows).
+        self._group: tuple[Any, Any, Any, int, int, int] | None = None
+
+    def number(self, batch: Any) -> Any:
+        """``batch`` without ``NUMBERING``, with ``ORDINAL`` and ``CONFLICT``."""
+        import numpy as np
+        import pyarrow as pa
+
+        n = batch.num_rows
+        ordinals = np.zeros(n, dtype=np.int32)
+        conflicts: list[int | None] = [None] * n
+        if n:
+            buckets = batch.column(_BUCKET).to_numpy()
+            # A row whose hash of (topic, key) is its previous row's may be of its group:
+            # the few such rows are looked at one by one, every other row begins a group.
+            same = np.empty(n, dtype=bool)
+            same[0] = self._group is not None and self._group[0] == buckets[0]
+            same[1:] = buckets[1:] == buckets[:-1]
+            if same.any():
+                self._follow(batch, np.flatnonzero(same).tolist(), ordinals, conflicts)
+            if not same[n - 1]:
+                last = [batch.column(name)[n - 1].as_py() for name in ("topic", _KEY, _POS, _HASH)]
+                self._group = (int(buckets[n - 1]), last[0], last[1], last[2], last[3], 1)
+        names = [name for name in batch.schema.names if name not in NUMBERING]
+        return pa.RecordBatch.from_arrays(
+            [
+                *(batch.column(name) for name in names),
+                pa.array(ordinals),
+                pa.array(conflicts, pa.int64()),
+            ],
+            names=[*names, ORDINAL, CONFLICT],
+        )
+
+    def _follow(
+        self, batch: Any, rows: list[int], ordinals: Any, conflicts: list[int | None]
+    ) -> None:
+        """The rows of ``rows`` (each with its previous row's hash), in order."""
+        buckets = batch.column(_BUCKET)
+        topics, keys = batch.column("topic"), batch.column(_KEY)
+        places, hashes = batch.column(_POS), batch.column(_HASH)
+        group = self._group
+        previous = -1  # the first row may go on with the last batch's group
+        for i in rows:
+            if i != previous + 1:  # the row before began a group
+                group = (
+                    buckets[i - 1].as_py(),
+                    topics[i - 1].as_py(),
+                    keys[i - 1].as_py(),
+                    places[i - 1].as_py(),
+                    hashes[i - 1].as_py(),
+                    1,
+                )
+            assert group is not None
+            bucket, topic, key, first, digest = (
+                buckets[i].as_py(),
+                topics[i].as_py(),
+                keys[i].as_py(),
+                places[i].as_py(),
+                hashes[i].as_py(),
+            )
+            if (topic, key) != (group[1], group[2]):  # another key with the same hash
+                group = (bucket, topic, key, first, digest, 1)
+            else:
+                group = (*group[:5], group[5] + 1)
+                if key is None:  # an id the service refuses: the row's own reject
+                    pass
+                elif key.startswith(CONTENT_KEY):  # no msg_id: its rank among its copies
+                    ordinals[i] = group[5] - 1
+                elif digest != group[4]:  # its msg_id, an earlier row's, other content
+                    conflicts[i] = group[3]
+            previous = i
+        self._group = group if previous == batch.num_rows - 1 else self._group
+
+
+def numbered(batches: Iterator[Any]) -> Iterator[Any]:
+    """A task's Arrow batches of ``number``'s rows with ``ORDINAL`` and ``CONFLICT`` in
+    place of ``NUMBERING`` (``Numbering``)."""
+    numbering = Numbering()
+    for batch in batches:
+        yield numbering.number(batch)
+
+
+def numbered_schema(schema: Any) -> Any:
+    """The Spark schema of ``numbered``'s rows for ``number``'s ``schema``."""
+    from pyspark.sql import types as T
+
+    fields = [f for f in schema.fields if f.name not in NUMBERING]
+    return T.StructType(
+        [*fields, T.StructField(ORDINAL, T.IntegerType()), T.StructField(CONFLICT, T.LongType())]
     )
 
 
@@ -307,7 +408,7 @@ class Tally:
 
 
 REJECT_FIELD, REJECT_REASON = "reject_field", "reject_reason"
-INTERNAL = (ORDINAL, CONFLICT, ITEM, DUE)  # columns of the load, not of the input
+INTERNAL = (ORDINAL, CONFLICT, ITEM, DUE, *NUMBERING)  # columns of the load, not of the input
 
 
 def result_schema(rows: Any) -> Any:
@@ -419,6 +520,12 @@ class Loader:
         checks, goes through ``add``."""
         names, n = batch.schema.names, batch.num_rows
         items, dues = batch.column(ITEM).to_pylist(), batch.column(DUE).to_pylist()
+        if CONFLICT in names and batch.column(CONFLICT).null_count < n:
+            # A row whose msg_id an earlier row has with other content: add says so.
+            conflicts = batch.column(CONFLICT).to_pylist()
+            items = [
+                None if c is not None else item for item, c in zip(items, conflicts, strict=True)
+            ]
         ordinals = batch.column(ORDINAL).to_pylist() if ORDINAL in names else [0] * n
         local = LOCAL_DUE in dues
         whens = _column(batch, "deliver_at") if local else [None] * n
@@ -683,7 +790,7 @@ def run(argv: list[str]) -> int:
         require_parquet(args.input, args.master)
     limits = preflight(args.url, args.api_key)
     started = time.monotonic()
-    spark = cli.session(args.master, "bulk_load")
+    spark = cli.session(args.master, "bulk_load", streaming=True)
     done = spark.sparkContext.accumulator(0)  # rows settled, by the tasks that ended
     bad = spark.sparkContext.accumulator(0)
 
@@ -730,7 +837,7 @@ def load_all(
     def load(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        for batch in load_partition(target, batches, to_arrow_schema(schema)):
+        for batch in load_partition(target, numbered(batches), to_arrow_schema(schema)):
             kinds = batch.column("kind").to_pylist()
             n = batch.column("count").to_pylist()
             settled(

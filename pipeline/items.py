@@ -10,6 +10,9 @@ writes each valid row's item as JSON, so an executor's Python only sends bytes.
   (an ASCII-only tag, digits-only numbers in text, a properties object exactly as Spark
   writes one), so every reject, and its field and reason, still has one home, the
   service's checks (``tests/pipeline/test_items.py`` runs a table of rows through both).
+  A row whose msg_id an earlier row has with other content may have an item too: that is
+  found after the SQL (``bulk_load.numbered``), and the loader sends no item of such a
+  row (``Loader.add_ready``).
 - ``DUE``: the instant the row fixes: its ``deliver_at_ms``, ``LOCAL_DUE`` for a local
   ``deliver_at`` + ``timezone`` (its item holds ``LOCAL_PLACEHOLDER``), null for a delay.
 
@@ -159,9 +162,12 @@ class _Columns:
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
-        from pipeline.bulk_load import CONFLICT, CORRUPT
+        from pipeline.bulk_load import CORRUPT
 
-        checks = [self.col(name).isNull() for name in (CONFLICT, CORRUPT) if name in self.types]
+        # A line Spark could not parse. (A msg_id an earlier row has with other content is
+        # found after the SQL, by ``bulk_load.numbered``: ``Loader.add_ready`` sends that
+        # row's item nowhere and ``to_message`` checks the row.)
+        checks = [self.col(CORRUPT).isNull()] if CORRUPT in self.types else []
         # topic: the name pattern, writable (to_message reads it as text: a number is one).
         if isinstance(self.types.get("topic"), T.StringType | T.IntegralType):
             topic = F.col("topic").cast("string")

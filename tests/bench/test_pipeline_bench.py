@@ -8,6 +8,9 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from bench import loader, pipeline
 from tests.support import process
@@ -67,3 +70,87 @@ def test_a_replay_round_sends_every_request_and_meters_the_server(tmp_path: Path
     assert rate > 0
     assert cpu_us > 0
     assert (tmp_path / "replay-t").is_dir()
+
+
+def test_jvm_threads_are_sorted_by_what_they_do() -> None:
+    kinds = {
+        name: pipeline.jvm_thread_kind(name)
+        for name in (
+            "C2 CompilerThre",
+            "C1 CompilerThre",
+            "GC Thread#0",
+            "G1 Conc#0",
+            "VM Thread",
+            "Executor task l",
+            "Thread-3",
+            "java",
+        )
+    }
+    assert kinds == {
+        "C2 CompilerThre": "jit",
+        "C1 CompilerThre": "jit",
+        "GC Thread#0": "gc",
+        "G1 Conc#0": "gc",
+        "VM Thread": "gc",
+        "Executor task l": "tasks",
+        "Thread-3": "planning",
+        "java": "planning",
+    }
+
+
+def test_thread_cpu_seconds_reads_each_thread_of_a_process() -> None:
+    code = (
+        "import sys, threading, time\n"
+        "end = time.thread_time() + 0.3\n"
+        "while time.thread_time() < end: pass\n"
+        "t = threading.Thread(target=sys.stdin.read); t.start()\n"
+        "print('spun', flush=True)\n"
+        "t.join()\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as child:
+        assert child.stdout is not None
+        assert child.stdin is not None
+        try:
+            assert child.stdout.readline().strip() == "spun"
+            threads = pipeline.thread_cpu_seconds(child.pid)
+        finally:
+            child.stdin.close()
+            child.wait(timeout=30)
+    assert len(threads) == 2  # the main thread and the one reading stdin
+    assert threads[child.pid][1] >= 0.25  # the main thread's spin
+
+
+def test_stage_metrics_sums_each_stages_tasks(tmp_path: Path) -> None:
+    """The event log's task ends, summed by stage and named by the stage's completion."""
+
+    def task(stage: int, cpu_ns: int, gc_ms: int, written: int) -> dict[str, Any]:
+        return {
+            "Event": "SparkListenerTaskEnd",
+            "Stage ID": stage,
+            "Task Metrics": {
+                "Executor Run Time": 2000,
+                "Executor CPU Time": cpu_ns,
+                "JVM GC Time": gc_ms,
+                "Shuffle Write Metrics": {
+                    "Shuffle Write Time": 0,
+                    "Shuffle Bytes Written": written,
+                },
+                "Shuffle Read Metrics": {"Local Bytes Read": 3_000_000, "Remote Bytes Read": 0},
+            },
+        }
+
+    events = [
+        {"Event": "SparkListenerApplicationStart"},
+        task(1, 1_500_000_000, 100, 4_000_000),
+        task(1, 500_000_000, 300, 6_000_000),
+        {"Event": "SparkListenerStageCompleted", "Stage Info": {"Stage ID": 1, "Stage Name": "a"}},
+        task(3, 250_000_000, 0, 0),
+    ]
+    (tmp_path / "local-1").write_bytes(b"\n".join(orjson.dumps(e) for e in events) + b"\n")
+    got = pipeline.stage_metrics(tmp_path)
+    assert [(s["stage"], s["name"], s["tasks"]) for s in got] == [(1, "a", 2), (3, "", 1)]
+    assert (got[0]["cpu_s"], got[0]["gc_s"], got[0]["run_s"]) == (2.0, 0.4, 4.0)
+    assert (got[0]["shuffle_written_mb"], got[0]["shuffle_read_mb"]) == (10.0, 6.0)
+    assert got[1]["cpu_s"] == 0.25

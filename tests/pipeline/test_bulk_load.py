@@ -4,6 +4,7 @@ a retried task, local times across a DST change, and one-line errors."""
 from __future__ import annotations
 
 import csv
+import os
 import subprocess
 import sys
 import time
@@ -537,6 +538,47 @@ def test_local_spark_listens_on_loopback_only(spark: Any) -> None:
     assert spark.conf.get("spark.driver.host") == "127.0.0.1"
 
 
+# A job's session in a process of its own (its JVM starts with it): the collectors' names.
+SESSION_COLLECTORS = (
+    "from pipeline import cli\n"
+    "spark = cli.session('local[1]', 'gc', streaming=True)\n"
+    "jvm = spark.sparkContext._jvm\n"
+    "beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()\n"
+    "print(sorted(bean.getName() for bean in beans))\n"
+    "flags = jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()\n"
+    "print(sorted(f for f in flags if f.startswith('-XX:Tier4')))\n"
+    "spark.stop()\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("java_tool_options", "collectors"),
+    [
+        (None, ["Copy", "MarkSweepCompact"]),  # the serial collector
+        ("-XX:+UseParallelGC", ["PS MarkSweep", "PS Scavenge"]),  # the one chosen, and it starts
+    ],
+)
+def test_a_local_bulk_loads_jvm_is_set_for_streaming_and_keeps_a_chosen_collector(
+    java_tool_options: str | None, collectors: list[str]
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in cli.JAVA_OPTION_VARIABLES}
+    if java_tool_options:
+        env["JAVA_TOOL_OPTIONS"] = java_tool_options
+    done = subprocess.run(
+        [sys.executable, "-c", SESSION_COLLECTORS],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    *_, got_collectors, got_jit = done.stdout.strip().splitlines()
+    assert got_collectors == repr(collectors)
+    assert got_jit == repr(sorted(cli.STREAMING_JIT))  # C2 for the hottest code only
+
+
 @pytest.mark.parametrize(
     ("text", "zone", "field"),
     [
@@ -579,7 +621,8 @@ def test_one_shuffle_keeps_each_msg_id_in_one_task_and_mixes_the_topics(spark: A
     rows += [(t, f"{t}-{i}", "x") for t, n in (("s2", 120), ("s3", 80)) for i in range(n)]
     df = spark.createDataFrame(rows, "topic string, msg_id string, body string").coalesce(1)
 
-    out = bulk_load.prepare(df, None, bulk_load.TASKS_PER_SLOT)
+    laid = bulk_load.prepare(df, None, bulk_load.TASKS_PER_SLOT)
+    out = laid.mapInArrow(bulk_load.numbered, bulk_load.numbered_schema(laid.schema))
 
     assert out.rdd.getNumPartitions() == bulk_load.TASKS_PER_SLOT
     task = sf.spark_partition_id().alias("task")
@@ -668,3 +711,62 @@ def test_a_file_without_a_msg_id_column_loads(
 
     assert (summary["rows"], summary["loaded"], summary["rejected"]) == (3, 3, 0)
     assert _pending(service) == before + 3
+
+
+def _laid_out(rows: list[tuple[int, str | None, str | None, int, int]]) -> pa.RecordBatch:
+    """Rows as ``number`` lays them out: (bucket, topic, key, place, digest) each."""
+    bucket, topic, key, place, digest = zip(*rows, strict=True)
+    return pa.RecordBatch.from_pydict(
+        {
+            "topic": pa.array(topic, pa.string()),
+            "body": pa.array([f"r{i}" for i in range(len(rows))], pa.string()),
+            bulk_load.NUMBERING[0]: pa.array(place, pa.int64()),
+            bulk_load.NUMBERING[1]: pa.array(digest, pa.int64()),
+            bulk_load.NUMBERING[2]: pa.array(key, pa.string()),
+            bulk_load.NUMBERING[3]: pa.array(bucket, pa.int64()),
+        }
+    )
+
+
+def test_numbered_follows_a_key_across_batches() -> None:
+    """A key's first row decides, wherever the task's batches cut its rows: a msg_id with
+    other content than its first row's conflicts with that row's place; copies without a
+    msg_id are ranked; a refused id (no key) and another key of the same hash are not."""
+    copy = bulk_load.CONTENT_KEY + "77"
+    batches = [
+        _laid_out([(1, "t", "a", 10, 5), (2, "t", "b", 3, 6), (2, "t", "b", 4, 6)]),
+        _laid_out([(2, "t", "b", 9, 8), (2, "t", copy, 1, 7), (2, "t", copy, 2, 7)]),
+        _laid_out([(2, "t", copy, 8, 7), (5, "t", None, 0, 1), (5, "t", None, 6, 2)]),
+        _laid_out([(5, "u", None, 7, 3), (6, "t", "c", 11, 4)]),
+        _laid_out([(6, "t", "c", 12, 9), (6, "t", "c", 13, 4)]),
+    ]
+    out = list(bulk_load.numbered(iter(batches)))
+    assert [b.schema.names for b in out] == [
+        ["topic", "body", bulk_load.ORDINAL, bulk_load.CONFLICT]
+    ] * len(batches)
+    got = [(row[bulk_load.ORDINAL], row[bulk_load.CONFLICT]) for b in out for row in b.to_pylist()]
+    assert got == [
+        (0, None),  # a
+        (0, None),  # b's first row
+        (0, None),  # b, the same content
+        (0, 3),  # b, other content, in the next batch: row 3's
+        (0, None),  # the first copy
+        (1, None),
+        (2, None),  # the third copy, in the next batch
+        (0, None),  # refused ids, same topic and hash
+        (0, None),
+        (0, None),  # another topic in the same hash
+        (0, None),  # c, its rows in the next batch
+        (0, 11),
+        (0, None),
+    ]
+
+
+def test_the_numbering_is_one_shuffle_and_a_sort_without_a_window(spark: Any) -> None:
+    """No window over each key (a million keys, a million windows' buffers): the layout's
+    sort puts a key's rows together, first row first, for ``numbered``."""
+    df = spark.createDataFrame([("t", "m", "b")], "topic string, msg_id string, body string")
+    plan = bulk_load.prepare(df, None, 2)._jdf.queryExecution().executedPlan().toString()
+    assert "Window" not in plan
+    assert plan.count("Exchange") == 1
+    assert "Sort [" in plan

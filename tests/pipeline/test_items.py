@@ -178,8 +178,9 @@ def _frame(spark: Any, rows: list[tuple[dict[str, Any], bool]], schema: str) -> 
 
 def _arrow(spark: Any, df: Any) -> pa.Table:
     """The rows as the loader's tasks get them: prepared, with their items, in one task."""
-    table: pa.Table = with_items(
-        bulk_load.prepare(df, None, tasks=1, string_maps=True), SETTINGS
+    rows = with_items(bulk_load.prepare(df, None, tasks=1, string_maps=True), SETTINGS)
+    table: pa.Table = rows.mapInArrow(
+        bulk_load.numbered, bulk_load.numbered_schema(rows.schema)
     ).toArrow()
     return table
 
@@ -193,8 +194,8 @@ def _verdicts(table: pa.Table) -> Iterator[tuple[dict[str, Any], Any, Message | 
         ordinal = row.pop(bulk_load.ORDINAL) or 0
         conflict = row.pop(bulk_load.CONFLICT)
         expected = to_message(dict(row), NOW_MS, SETTINGS, ordinal)
-        if conflict is not None:
-            expected = Reject("msg_id", "conflict")
+        if conflict is not None:  # the loader sends no item of it (``add_ready``)
+            expected, item = Reject("msg_id", "conflict"), None
         ready = None
         if item is not None:
             ready = bulk_load.ready_item(
