@@ -17,7 +17,6 @@ gives no ratio and is counted as left out, on both sides, so the two stay compar
 from __future__ import annotations
 
 import argparse
-import itertools
 import statistics
 import tempfile
 from collections.abc import Callable, Coroutine
@@ -25,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import batch, loader, send
+from bench import batch, send
 from bench.bare_app import ROUTE
 from bench.client import build_request, run
 from tests.support import process
@@ -80,17 +79,9 @@ def _load(
             return result.ok, result.seconds
 
         return singles
-    body = loader.batch_body([{"body": batch.BODY, "delay_ms": batch.DELAY_MS}] * 1000)
 
     async def batches() -> tuple[int, float]:
-        stats = await loader.send_batches(
-            process.HOST,
-            port,
-            batch.TOPIC,
-            itertools.repeat(body, size),
-            concurrency=loader.BATCH_CONCURRENCY,
-            deadline_s=batch.RUN_TIMEOUT_S,
-        )
+        stats = await batch.send(port, size, size=1000)
         return stats.stored, stats.seconds
 
     return batches

@@ -56,23 +56,34 @@ def measure(
     return BatchRun(stats, ceiling, cpu, concurrency, size)
 
 
+async def send(
+    port: int,
+    batches: int,
+    *,
+    concurrency: int = loader.BATCH_CONCURRENCY,
+    size: int = loader.BATCH_SIZE,
+) -> loader.LoadStats:
+    """Figure 2's requests: ``batches`` batches of ``size`` of its messages to ``port``."""
+    body = loader.batch_body([{"body": BODY, "delay_ms": DELAY_MS}] * size)
+    return await loader.send_batches(
+        process.HOST,
+        port,
+        TOPIC,
+        itertools.repeat(body, batches),
+        concurrency=concurrency,
+        deadline_s=RUN_TIMEOUT_S,
+    )
+
+
 def measure_service(
     work: Path, *, batches: int, concurrency: int, size: int, env: dict[str, str] | None = None
 ) -> tuple[loader.LoadStats, str]:
     """The service's side of the figure on a fresh server under ``work`` (with ``env``
     settings): the load's stats and the server's CPU over it."""
-    body = loader.batch_body([{"body": BODY, "delay_ms": DELAY_MS}] * size)
     with process.service(work, env) as service:
 
         async def load(n: int) -> loader.LoadStats:
-            return await loader.send_batches(
-                process.HOST,
-                service.port,
-                TOPIC,
-                itertools.repeat(body, n),
-                concurrency=concurrency,
-                deadline_s=RUN_TIMEOUT_S,
-            )
+            return await send(service.port, n, concurrency=concurrency, size=size)
 
         run(lambda: load(WARMUP_BATCHES))
         with process.CpuMeter(service.pid) as cpu, process.Profile(service.pid, "batch"):

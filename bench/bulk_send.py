@@ -89,16 +89,7 @@ def _messages(stats: loader.LoadStats) -> int:
 
 
 async def _figure_2(port: int, batches: int) -> int:
-    body = loader.batch_body([{"body": batch.BODY, "delay_ms": batch.DELAY_MS}] * loader.BATCH_SIZE)
-    stats = await loader.send_batches(
-        process.HOST,
-        port,
-        batch.TOPIC,
-        itertools.repeat(body, batches),
-        concurrency=loader.BATCH_CONCURRENCY,
-        deadline_s=batch.RUN_TIMEOUT_S,
-    )
-    return _messages(stats)
+    return _messages(await batch.send(port, batches))
 
 
 async def _bulk(port: int, bodies: dict[str, list[bytes]]) -> int:

@@ -630,19 +630,14 @@ def main() -> None:
     if sys.argv[1:2] == ["scan"]:
         scan(sys.argv[2], sys.argv[3])
         return
-    if sys.argv[1:2] == ["replay"]:  # replay A B N ROUNDS: the same requests into A's, B's
+    # replay A B N ROUNDS: the same requests into A's server, then B's
+    # trees A B N ROUNDS: the loader of A against B's
+    two_trees = {"replay": measure_replay_trees, "trees": measure_trees}
+    if sys.argv[1:2] and sys.argv[1] in two_trees:
         n, rounds = int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else ROUNDS
         trees = [Path(t).resolve() for t in sys.argv[2:4]]
         with tempfile.TemporaryDirectory(prefix="rocktimer-bench-pipeline-") as tmp:
-            m = measure_replay_trees(trees, n, rounds, Path(tmp))
-        for key, value in m.items():
-            print(key, orjson.dumps(value).decode())
-        return
-    if sys.argv[1:2] == ["trees"]:  # trees A B N ROUNDS: the loader of A against B's
-        n, rounds = int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else ROUNDS
-        trees = [Path(t).resolve() for t in sys.argv[2:4]]
-        with tempfile.TemporaryDirectory(prefix="rocktimer-bench-pipeline-") as tmp:
-            m = measure_trees(trees, n, rounds, Path(tmp))
+            m = two_trees[sys.argv[1]](trees, n, rounds, Path(tmp))
         for key, value in m.items():
             print(key, orjson.dumps(value).decode())
         return
