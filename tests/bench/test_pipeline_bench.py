@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,21 +38,28 @@ PARENT = textwrap.dedent(
 )
 
 
-def test_the_job_meter_counts_a_child_started_from_another_thread() -> None:
+@contextmanager
+def spun(code: str) -> Iterator[int]:
+    """``python -c code``, once it printed "spun": its PID; it ends when its stdin closes."""
     with subprocess.Popen(
-        [sys.executable, "-c", PARENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    ) as parent:
-        assert parent.stdout is not None
-        assert parent.stdin is not None
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stdin is not None
         try:
-            assert parent.stdout.readline().strip() == "spun"
-            found = pipeline.descendants(parent.pid)
-            assert len(found) == 2  # the parent and its thread's child
-            meter = pipeline.JobCpu(parent.pid)
-            meter.stop()
+            assert proc.stdout.readline().strip() == "spun"
+            yield proc.pid
         finally:
-            parent.stdin.close()
-            parent.wait(timeout=30)
+            proc.stdin.close()
+            proc.wait(timeout=30)
+
+
+def test_the_job_meter_counts_a_child_started_from_another_thread() -> None:
+    with spun(PARENT) as parent:
+        found = pipeline.descendants(parent)
+        assert len(found) == 2  # the parent and its thread's child
+        meter = pipeline.JobCpu(parent)
+        meter.stop()
     seconds = meter.seconds()
     assert seconds["other"] >= 0.25  # the child's spin, kept after it was sampled
     assert set(seconds) == {"driver", "other"}
@@ -107,19 +116,10 @@ def test_thread_cpu_seconds_reads_each_thread_of_a_process() -> None:
         "print('spun', flush=True)\n"
         "t.join()\n"
     )
-    with subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    ) as child:
-        assert child.stdout is not None
-        assert child.stdin is not None
-        try:
-            assert child.stdout.readline().strip() == "spun"
-            threads = pipeline.thread_cpu_seconds(child.pid)
-        finally:
-            child.stdin.close()
-            child.wait(timeout=30)
+    with spun(code) as child:
+        threads = pipeline.thread_cpu_seconds(child)
     assert len(threads) == 2  # the main thread and the one reading stdin
-    assert threads[child.pid][1] >= 0.25  # the main thread's spin
+    assert threads[child][1] >= 0.25  # the main thread's spin
 
 
 def test_stage_metrics_sums_each_stages_tasks(tmp_path: Path) -> None:
